@@ -1,0 +1,776 @@
+//! `broker.conf`: parsing, the typed load-balancer settings with loadmgr's (Pulsar 5.0) defaults, and the
+//! strategy pairing rules.
+//!
+//! The file format is Java's properties format as Pulsar brokers read it: one `key=value` per line (`:` or
+//! white space also separate key and value), `#` and `!` start comments, a trailing `\` continues a line,
+//! values are trimmed, and an empty value keeps the default. Keys loadmgr does not know are warnings, since
+//! broker.conf carries many settings that are not about load balancing; a value of the wrong type or out of
+//! range is an error naming the file, line, key, value and what was expected.
+
+mod strategy;
+mod value;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+
+pub use strategy::{LoadManagerKind, PlacementKind, ShedderKind};
+pub use value::SettingValue;
+
+use crate::bundle::SplitAlgorithm;
+use crate::model::ResourceWeights;
+
+/// Bundles of the system namespace `pulsar/system` created by loadmgr (5.0: 64).
+pub const SYSTEM_NAMESPACE_BUNDLES: u64 = 64;
+/// Bundles of `public/default` created by loadmgr (5.0: 32).
+pub const DEFAULT_NAMESPACE_BUNDLES: u64 = 32;
+
+macro_rules! settings {
+    ($( $(#[doc = $doc:literal])+ ($key:literal, dynamic = $dynamic:literal) $field:ident : $ty:ty = $default:expr; )+) => {
+        /// Every load-balancing setting of `broker.conf` loadmgr honours, with loadmgr's defaults (Pulsar 5.0:
+        /// AvgShedder for shedding and placement, `maxUnloadPercentage` 0.5, even distribution off, 32 bundles
+        /// per new namespace; everything else as Pulsar 4.x).
+        ///
+        /// Units are in each field's doc; `*Percentage` integers are percent (0–100) unless a doc says
+        /// fraction.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct Settings {
+            $( $(#[doc = $doc])+ pub $field: $ty, )+
+            explicit: BTreeSet<&'static str>,
+        }
+
+        impl Default for Settings {
+            fn default() -> Self {
+                Self { $( $field: $default, )+ explicit: BTreeSet::new() }
+            }
+        }
+
+        /// Every key loadmgr knows, with whether Pulsar lets it change at run time (dynamic configuration).
+        pub const KEYS: &[(&str, bool)] = &[ $( ($key, $dynamic), )+ ];
+
+        impl Settings {
+            /// Sets one key from its text; `None` when the key is not ours.
+            fn set_text(&mut self, key: &str, text: &str) -> Option<(&'static str, Result<(), String>)> {
+                match key {
+                    $( $key => Some(($key, <$ty as SettingValue>::parse_setting(text).map(|v| self.$field = v))), )+
+                    _ => None,
+                }
+            }
+
+            /// The value of `key` as `config check` prints it.
+            pub fn get(&self, key: &str) -> Option<String> {
+                match key {
+                    $( $key => Some(self.$field.render_setting()), )+
+                    _ => None,
+                }
+            }
+
+            /// Every setting as `(key, value)`, sorted by key.
+            pub fn entries(&self) -> Vec<(&'static str, String)> {
+                let mut all = vec![ $( ($key, self.$field.render_setting()), )+ ];
+                all.sort();
+                all
+            }
+        }
+    };
+}
+
+settings! {
+    /// Master switch for reports, shedding and the leader's tasks.
+    ("loadBalancerEnabled", dynamic = false) load_balancer_enabled: bool = true;
+    /// The load manager implementation.
+    ("loadManagerClassName", dynamic = true) load_manager_class_name: LoadManagerKind = LoadManagerKind::Modular;
+    /// Shedding strategy (5.0 default AvgShedder). A change takes effect after a restart.
+    ("loadBalancerLoadSheddingStrategy", dynamic = true) load_balancer_load_shedding_strategy: ShedderKind = ShedderKind::AvgShedder;
+    /// Placement strategy (5.0 default AvgShedder, the same instance as the shedder). After loading, this
+    /// holds the effective placement of the pairing rules (see [`Settings::resolve`]).
+    ("loadBalancerLoadPlacementStrategy", dynamic = false) load_balancer_load_placement_strategy: PlacementKind = PlacementKind::AvgShedder;
+    /// ThresholdShedder also sheds when the least loaded broker is below average − threshold.
+    ("lowerBoundarySheddingEnabled", dynamic = false) lower_boundary_shedding_enabled: bool = false;
+    /// Percent change of rates, bundles or weighted usage that forces a report write.
+    ("loadBalancerReportUpdateThresholdPercentage", dynamic = true) load_balancer_report_update_threshold_percentage: i32 = 10;
+    /// Minimum time between report writes, ms (the report check period).
+    ("loadBalancerReportUpdateMinIntervalMillis", dynamic = true) load_balancer_report_update_min_interval_millis: i32 = 5000;
+    /// A report is written at least this often, minutes.
+    ("loadBalancerReportUpdateMaxIntervalMinutes", dynamic = true) load_balancer_report_update_max_interval_minutes: i32 = 15;
+    /// Host CPU and NIC sampling period, minutes.
+    ("loadBalancerHostUsageCheckIntervalMinutes", dynamic = true) load_balancer_host_usage_check_interval_minutes: i32 = 1;
+    /// Automatic unloading (needs `loadBalancerEnabled`).
+    ("loadBalancerSheddingEnabled", dynamic = true) load_balancer_shedding_enabled: bool = true;
+    /// Shedding period, minutes.
+    ("loadBalancerSheddingIntervalMinutes", dynamic = true) load_balancer_shedding_interval_minutes: i32 = 1;
+    /// A bundle unloaded within this many minutes is not shed again.
+    ("loadBalancerSheddingGracePeriodMinutes", dynamic = true) load_balancer_shedding_grace_period_minutes: i64 = 30;
+    /// Namespaces never shed (PIP-380); their bundle data is not flushed and they are placed round-robin.
+    ("loadBalancerSheddingExcludedNamespaces", dynamic = true) load_balancer_shedding_excluded_namespaces: BTreeSet<String> = BTreeSet::new();
+    /// Prefer brokers with the fewest bundles of the same namespace (5.0 default false; always on for the
+    /// system namespace).
+    ("loadBalancerDistributeBundlesEvenlyEnabled", dynamic = true) load_balancer_distribute_bundles_evenly_enabled: bool = false;
+    /// Deprecated (Simple load manager only).
+    ("loadBalancerBrokerUnderloadedThresholdPercentage", dynamic = false) load_balancer_broker_underloaded_threshold_percentage: i32 = 50;
+    /// A broker whose weighted max usage is above this percent is overloaded.
+    ("loadBalancerBrokerOverloadedThresholdPercentage", dynamic = true) load_balancer_broker_overloaded_threshold_percentage: i32 = 85;
+    /// Brokers with more topics are excluded from placement.
+    ("loadBalancerBrokerMaxTopics", dynamic = true) load_balancer_broker_max_topics: i32 = 50000;
+    /// ThresholdShedder band around the average, percent.
+    ("loadBalancerBrokerThresholdShedderPercentage", dynamic = true) load_balancer_broker_threshold_shedder_percentage: i32 = 10;
+    /// ThresholdShedder history weight of the moving average, a fraction in [0, 1].
+    ("loadBalancerHistoryResourcePercentage", dynamic = true) load_balancer_history_resource_percentage: f64 = 0.9;
+    /// ThresholdShedder skips offloads below this, MB/s (× 1 MiB).
+    ("loadBalancerBundleUnloadMinThroughputThreshold", dynamic = true) load_balancer_bundle_unload_min_throughput_threshold: f64 = 10.0;
+    /// LeastResourceUsageWithWeight candidate band, percent.
+    ("loadBalancerAverageResourceUsageDifferenceThresholdPercentage", dynamic = true) load_balancer_average_resource_usage_difference_threshold_percentage: i32 = 10;
+    /// CPU weight.
+    ("loadBalancerCPUResourceWeight", dynamic = true) load_balancer_cpu_resource_weight: f64 = 1.0;
+    /// JVM heap weight (deprecated since 3.0; default 0).
+    ("loadBalancerMemoryResourceWeight", dynamic = true) load_balancer_memory_resource_weight: f64 = 0.0;
+    /// Direct-memory weight (default 0).
+    ("loadBalancerDirectMemoryResourceWeight", dynamic = true) load_balancer_direct_memory_resource_weight: f64 = 0.0;
+    /// NIC-in weight (effective value: see the deprecated `loadBalancerBandwithInResourceWeight`).
+    ("loadBalancerBandwidthInResourceWeight", dynamic = true) load_balancer_bandwidth_in_resource_weight: f64 = 1.0;
+    /// NIC-out weight (effective value: see the deprecated `loadBalancerBandwithOutResourceWeight`).
+    ("loadBalancerBandwidthOutResourceWeight", dynamic = true) load_balancer_bandwidth_out_resource_weight: f64 = 1.0;
+    /// Deprecated misspelling; used when the new key is left at 1.0.
+    ("loadBalancerBandwithInResourceWeight", dynamic = true) load_balancer_bandwith_in_resource_weight: f64 = 1.0;
+    /// Deprecated misspelling; used when the new key is left at 1.0.
+    ("loadBalancerBandwithOutResourceWeight", dynamic = true) load_balancer_bandwith_out_resource_weight: f64 = 1.0;
+    /// UniformLoadShedder: msg-rate gap trigger, percent.
+    ("loadBalancerMsgRateDifferenceShedderThreshold", dynamic = true) load_balancer_msg_rate_difference_shedder_threshold: f64 = 50.0;
+    /// UniformLoadShedder: throughput ratio trigger.
+    ("loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold", dynamic = true) load_balancer_msg_throughput_multiplier_difference_shedder_threshold: f64 = 4.0;
+    /// Uniform/Avg shedder: fraction of the gap to move (5.0 default 0.5).
+    ("maxUnloadPercentage", dynamic = true) max_unload_percentage: f64 = 0.5;
+    /// UniformLoadShedder: maximum bundles per run (-1 = unlimited).
+    ("maxUnloadBundleNumPerShedding", dynamic = true) max_unload_bundle_num_per_shedding: i32 = -1;
+    /// Uniform/Avg shedder: minimum msg/s worth moving.
+    ("minUnloadMessage", dynamic = true) min_unload_message: i32 = 1000;
+    /// Uniform/Avg shedder: minimum B/s worth moving.
+    ("minUnloadMessageThroughput", dynamic = true) min_unload_message_throughput: i32 = 1_048_576;
+    /// Threshold/Overload shedder always pick at least one bundle.
+    ("atLeastOneBundleSelected", dynamic = true) at_least_one_bundle_selected: bool = true;
+    /// AvgShedder low score-gap threshold, points (0–100).
+    ("loadBalancerAvgShedderLowThreshold", dynamic = true) load_balancer_avg_shedder_low_threshold: i32 = 15;
+    /// AvgShedder high score-gap threshold, points.
+    ("loadBalancerAvgShedderHighThreshold", dynamic = true) load_balancer_avg_shedder_high_threshold: i32 = 40;
+    /// Consecutive checks needed above the low threshold.
+    ("loadBalancerAvgShedderHitCountLowThreshold", dynamic = true) load_balancer_avg_shedder_hit_count_low_threshold: i32 = 8;
+    /// Consecutive checks needed above the high threshold.
+    ("loadBalancerAvgShedderHitCountHighThreshold", dynamic = true) load_balancer_avg_shedder_hit_count_high_threshold: i32 = 2;
+    /// Leader flush period of bundle data and broker time averages, minutes.
+    ("loadBalancerResourceQuotaUpdateIntervalMinutes", dynamic = false) load_balancer_resource_quota_update_interval_minutes: i32 = 15;
+    /// Deprecated (Simple load manager only).
+    ("loadBalancerBrokerComfortLoadLevelPercentage", dynamic = false) load_balancer_broker_comfort_load_level_percentage: i32 = 65;
+    /// Leader splits hot bundles.
+    ("loadBalancerAutoBundleSplitEnabled", dynamic = true) load_balancer_auto_bundle_split_enabled: bool = true;
+    /// Unload the children of an automatic split.
+    ("loadBalancerAutoUnloadSplitBundlesEnabled", dynamic = true) load_balancer_auto_unload_split_bundles_enabled: bool = true;
+    /// Split trigger: topics in a bundle.
+    ("loadBalancerNamespaceBundleMaxTopics", dynamic = true) load_balancer_namespace_bundle_max_topics: i32 = 1000;
+    /// Split trigger: producers + consumers (≤ 0 disables).
+    ("loadBalancerNamespaceBundleMaxSessions", dynamic = true) load_balancer_namespace_bundle_max_sessions: i32 = 1000;
+    /// Split trigger: long-term msg/s in + out.
+    ("loadBalancerNamespaceBundleMaxMsgRate", dynamic = true) load_balancer_namespace_bundle_max_msg_rate: i32 = 30000;
+    /// Split trigger: long-term MB/s in + out (× 1 MiB).
+    ("loadBalancerNamespaceBundleMaxBandwidthMbytes", dynamic = true) load_balancer_namespace_bundle_max_bandwidth_mbytes: i32 = 100;
+    /// No split when the namespace already has this many bundles.
+    ("loadBalancerNamespaceMaximumBundles", dynamic = true) load_balancer_namespace_maximum_bundles: i32 = 128;
+    /// flow_or_qps_equally_divide tolerance, percent.
+    ("flowOrQpsDifferenceThresholdPercentage", dynamic = true) flow_or_qps_difference_threshold_percentage: i32 = 10;
+    /// Split algorithms the admin API accepts.
+    ("supportedNamespaceBundleSplitAlgorithms", dynamic = true) supported_namespace_bundle_split_algorithms: Vec<String> = SplitAlgorithm::ALL.iter().map(|a| a.name().to_owned()).collect();
+    /// Split algorithm when a request names none (never specified_positions_divide).
+    ("defaultNamespaceBundleSplitAlgorithm", dynamic = true) default_namespace_bundle_split_algorithm: SplitAlgorithm = SplitAlgorithm::RangeEquallyDivide;
+    /// Bundles of a new namespace without a bundle spec (5.0 default 32).
+    ("defaultNumberOfNamespaceBundles", dynamic = true) default_number_of_namespace_bundles: i32 = 32;
+    /// Topic → bundle mapping class (only the consistent-hashing assigner is supported).
+    ("topicBundleAssignmentStrategy", dynamic = false) topic_bundle_assignment_strategy: String = "org.apache.pulsar.common.naming.ConsistentHashingTopicBundleAssigner".to_owned();
+    /// Replaces the detected NIC speed, Gbit/s per NIC.
+    ("loadBalancerOverrideBrokerNicSpeedGbps", dynamic = false) load_balancer_override_broker_nic_speed_gbps: Option<f64> = None;
+    /// Top-K bundle data per broker written by the leader (≤ 0 = all).
+    ("loadBalancerMaxNumberOfBundlesInBundleLoadReport", dynamic = true) load_balancer_max_number_of_bundles_in_bundle_load_report: i32 = 10;
+    /// Unload wait, ms.
+    ("namespaceBundleUnloadingTimeoutMs", dynamic = true) namespace_bundle_unloading_timeout_ms: i64 = 60000;
+    /// BrokerVersionFilter keeps only the newest brokers.
+    ("preferLaterVersions", dynamic = true) prefer_later_versions: bool = false;
+    /// Anti-affinity spreads across failure domains.
+    ("failureDomainsEnabled", dynamic = true) failure_domains_enabled: bool = false;
+    /// Extensible: debug logging of decisions.
+    ("loadBalancerDebugModeEnabled", dynamic = true) load_balancer_debug_mode_enabled: bool = false;
+    /// TransferShedder: target standard deviation of broker load (fraction).
+    ("loadBalancerBrokerLoadTargetStd", dynamic = true) load_balancer_broker_load_target_std: f64 = 0.25;
+    /// TransferShedder: consecutive cycles over target before shedding.
+    ("loadBalancerSheddingConditionHitCountThreshold", dynamic = true) load_balancer_shedding_condition_hit_count_threshold: i32 = 3;
+    /// TransferShedder: transfer (planned destination) instead of plain unload.
+    ("loadBalancerTransferEnabled", dynamic = true) load_balancer_transfer_enabled: bool = true;
+    /// TransferShedder: maximum brokers shed per cycle.
+    ("loadBalancerMaxNumberOfBrokerSheddingPerCycle", dynamic = true) load_balancer_max_number_of_broker_shedding_per_cycle: i32 = 3;
+    /// TransferShedder: cool-down after an unload, seconds.
+    ("loadBalanceSheddingDelayInSeconds", dynamic = true) load_balance_shedding_delay_in_seconds: i64 = 180;
+    /// TransferShedder: broker load data older than this is ignored, seconds.
+    ("loadBalancerBrokerLoadDataTTLInSeconds", dynamic = true) load_balancer_broker_load_data_ttl_in_seconds: i64 = 1800;
+    /// Extensible split period, minutes.
+    ("loadBalancerSplitIntervalMinutes", dynamic = true) load_balancer_split_interval_minutes: i32 = 1;
+    /// Extensible: maximum splits per cycle.
+    ("loadBalancerMaxNumberOfBundlesToSplitPerCycle", dynamic = true) load_balancer_max_number_of_bundles_to_split_per_cycle: i32 = 10;
+    /// Extensible: consecutive hits before a split.
+    ("loadBalancerNamespaceBundleSplitConditionHitCountThreshold", dynamic = true) load_balancer_namespace_bundle_split_condition_hit_count_threshold: i32 = 3;
+    /// TransferShedder: also shed bundles with isolation or anti-affinity policies.
+    ("loadBalancerSheddingBundlesWithPoliciesEnabled", dynamic = true) load_balancer_shedding_bundles_with_policies_enabled: bool = false;
+    /// Extensible: multi-phase bundle unload.
+    ("loadBalancerMultiPhaseBundleUnload", dynamic = true) load_balancer_multi_phase_bundle_unload: bool = true;
+    /// loadmgr: weight LeastLongTermMessageRate scores by `1 / (overload threshold − max usage)` as the seed
+    /// docs describe (Pulsar removed it in PR #442); off = Pulsar's current behaviour.
+    ("loadmgrLeastLongTermMessageRateUsageWeighting", dynamic = false) loadmgr_least_long_term_message_rate_usage_weighting: bool = false;
+    /// Metadata-store session timeout, ms (`zooKeeperSessionTimeoutMillis` > 0 overrides it).
+    ("metadataStoreSessionTimeoutMillis", dynamic = false) metadata_store_session_timeout_millis: i64 = 30000;
+    /// Deprecated; overrides `metadataStoreSessionTimeoutMillis` when > 0.
+    ("zooKeeperSessionTimeoutMillis", dynamic = false) zoo_keeper_session_timeout_millis: i64 = -1;
+    /// Metadata-store operation timeout, s (`zooKeeperOperationTimeoutSeconds` > 0 overrides it).
+    ("metadataStoreOperationTimeoutSeconds", dynamic = false) metadata_store_operation_timeout_seconds: i32 = 30;
+    /// Deprecated; overrides `metadataStoreOperationTimeoutSeconds` when > 0.
+    ("zooKeeperOperationTimeoutSeconds", dynamic = false) zoo_keeper_operation_timeout_seconds: i32 = -1;
+    /// Metadata cache expiry, s (`zooKeeperCacheExpirySeconds` > 0 overrides it).
+    ("metadataStoreCacheExpirySeconds", dynamic = false) metadata_store_cache_expiry_seconds: i32 = 300;
+    /// Deprecated; overrides `metadataStoreCacheExpirySeconds` when > 0.
+    ("zooKeeperCacheExpirySeconds", dynamic = false) zoo_keeper_cache_expiry_seconds: i32 = -1;
+    /// Metadata store URL (`zk:`, `etcd:` or `memory:`), used when no `--store` is given.
+    ("metadataStoreUrl", dynamic = false) metadata_store_url: Option<String> = None;
+    /// Cluster name (heartbeat namespaces are `pulsar/<cluster>/<broker>`).
+    ("clusterName", dynamic = false) cluster_name: Option<String> = None;
+    /// Host part of the broker id and URLs (unset: the machine's host name).
+    ("advertisedAddress", dynamic = false) advertised_address: Option<String> = None;
+    /// Address the broker binds to.
+    ("bindAddress", dynamic = false) bind_address: String = "0.0.0.0".to_owned();
+    /// HTTP port; the broker id's port when set.
+    ("webServicePort", dynamic = false) web_service_port: Option<i32> = Some(8080);
+    /// HTTPS port; the broker id's port when there is no HTTP port.
+    ("webServicePortTls", dynamic = false) web_service_port_tls: Option<i32> = None;
+    /// Binary protocol port (`pulsar://`).
+    ("brokerServicePort", dynamic = false) broker_service_port: Option<i32> = Some(6650);
+    /// Binary protocol TLS port (`pulsar+ssl://`).
+    ("brokerServicePortTls", dynamic = false) broker_service_port_tls: Option<i32> = None;
+    /// Serve persistent topics.
+    ("enablePersistentTopics", dynamic = false) enable_persistent_topics: bool = true;
+    /// Serve non-persistent topics.
+    ("enableNonPersistentTopics", dynamic = false) enable_non_persistent_topics: bool = true;
+}
+
+/// Where a setting came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The file name as given.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {file}: {message}")]
+    Io {
+        /// The file.
+        file: String,
+        /// The OS error.
+        message: String,
+    },
+    /// A value of the wrong type or out of range.
+    #[error("{origin}: invalid value '{value}' for {key}: expected {expected}")]
+    InvalidValue {
+        /// Where.
+        origin: Origin,
+        /// The key.
+        key: String,
+        /// The value as written.
+        value: String,
+        /// What the key takes.
+        expected: String,
+    },
+    /// A combination of settings Pulsar refuses.
+    #[error("{origin}: {message}")]
+    Conflict {
+        /// The line of the key that conflicts.
+        origin: Origin,
+        /// What conflicts.
+        message: String,
+    },
+}
+
+/// Something worth telling the operator that does not stop loadmgr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigWarning {
+    /// Where, when it comes from a line.
+    pub origin: Option<Origin>,
+    /// What.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.origin {
+            Some(origin) => write!(f, "{origin}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+/// Settings read from a file, with the warnings found on the way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedConfig {
+    /// The effective settings (pairing and deprecation rules applied).
+    pub settings: Settings,
+    /// Unknown keys, duplicates and pairing notices.
+    pub warnings: Vec<ConfigWarning>,
+}
+
+/// One `key=value` entry of a properties text, with its line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Property {
+    /// The key.
+    pub key: String,
+    /// The trimmed value.
+    pub value: String,
+    /// 1-based line where the entry starts.
+    pub line: usize,
+}
+
+/// Splits properties text into entries (Java properties rules as Pulsar uses them).
+pub fn parse_properties(text: &str) -> Vec<Property> {
+    let mut out = Vec::new();
+    let mut lines = text.lines().enumerate().peekable();
+    while let Some((index, raw)) = lines.next() {
+        let trimmed = raw.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with('!') {
+            continue;
+        }
+        let mut logical = trimmed.to_owned();
+        // Continuation: an odd number of trailing backslashes.
+        while logical.ends_with('\\') && (logical.len() - logical.trim_end_matches('\\').len()) % 2 == 1 {
+            logical.pop();
+            match lines.next() {
+                Some((_, next)) => logical.push_str(next.trim_start()),
+                None => break,
+            }
+        }
+        let split_at = logical.find(['=', ':']).into_iter().chain(logical.find(char::is_whitespace)).min();
+        let (key, value) = match split_at {
+            Some(i) => {
+                let key = &logical[..i];
+                let rest = logical[i..].trim_start();
+                let rest = rest.strip_prefix(['=', ':']).unwrap_or(rest);
+                (key.trim().to_owned(), rest.trim().to_owned())
+            }
+            None => (logical.trim().to_owned(), String::new()),
+        };
+        out.push(Property {
+            key,
+            value,
+            line: index + 1,
+        });
+    }
+    out
+}
+
+impl Settings {
+    /// Reads a `broker.conf` file.
+    pub fn load(path: &Path) -> Result<LoadedConfig, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
+        Self::from_text(&text, &file)
+    }
+
+    /// Reads `broker.conf` text; `file` names it in messages.
+    pub fn from_text(text: &str, file: &str) -> Result<LoadedConfig, ConfigError> {
+        let mut settings = Settings::default();
+        let mut warnings = Vec::new();
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        let mut origins: BTreeMap<&'static str, Origin> = BTreeMap::new();
+        for p in parse_properties(text) {
+            let origin = Origin {
+                file: file.to_owned(),
+                line: p.line,
+            };
+            if let Some(first) = seen.insert(p.key.clone(), p.line) {
+                warnings.push(ConfigWarning {
+                    origin: Some(origin.clone()),
+                    message: format!("{} is set again (first on line {first}); the last value wins", p.key),
+                });
+            }
+            if p.value.is_empty() {
+                // Pulsar skips blank values: the default stays.
+                continue;
+            }
+            match settings.set_text(&p.key, &p.value) {
+                Some((key, Ok(()))) => {
+                    settings.explicit.insert(key);
+                    origins.insert(key, origin);
+                }
+                Some((_, Err(expected))) => {
+                    return Err(ConfigError::InvalidValue {
+                        origin,
+                        key: p.key,
+                        value: p.value,
+                        expected,
+                    })
+                }
+                None => warnings.push(ConfigWarning {
+                    origin: Some(origin),
+                    message: format!("unknown key {} (not a load-balancer setting; ignored)", p.key),
+                }),
+            }
+        }
+        let no_origin = Origin {
+            file: file.to_owned(),
+            line: 0,
+        };
+        let origin_of = |key: &str| origins.get(key).cloned().unwrap_or_else(|| no_origin.clone());
+        settings.validate(&origin_of)?;
+        let pairing = settings.resolve().map_err(|message| ConfigError::Conflict {
+            origin: origin_of("loadBalancerLoadPlacementStrategy"),
+            message,
+        })?;
+        warnings.extend(pairing.into_iter().map(|message| ConfigWarning {
+            origin: None,
+            message,
+        }));
+        Ok(LoadedConfig { settings, warnings })
+    }
+
+    /// Whether `key` was set in the file (rather than left at its default).
+    pub fn is_explicit(&self, key: &str) -> bool {
+        self.explicit.contains(key)
+    }
+
+    /// Whether Pulsar treats `key` as a dynamic setting.
+    pub fn is_dynamic(key: &str) -> Option<bool> {
+        KEYS.iter().find(|(k, _)| *k == key).map(|(_, d)| *d)
+    }
+
+    /// Sets one key at run time (the admin `update-dynamic-config` path); refuses keys that are not dynamic.
+    pub fn set_dynamic(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match Self::is_dynamic(key) {
+            None => return Err(format!("unknown key {key}")),
+            Some(false) => return Err(format!("{key} is not dynamic: change broker.conf and restart")),
+            Some(true) => {}
+        }
+        let mut candidate = self.clone();
+        match candidate.set_text(key, value.trim()) {
+            Some((k, Ok(()))) => {
+                candidate.explicit.insert(k);
+            }
+            Some((_, Err(expected))) => return Err(format!("invalid value '{value}' for {key}: expected {expected}")),
+            None => return Err(format!("unknown key {key}")),
+        }
+        candidate
+            .validate(&|_| Origin {
+                file: "dynamic configuration".into(),
+                line: 0,
+            })
+            .map_err(|e| e.to_string())?;
+        *self = candidate;
+        Ok(())
+    }
+
+    fn validate(&self, origin_of: &dyn Fn(&str) -> Origin) -> Result<(), ConfigError> {
+        let invalid = |key: &str, value: String, expected: &str| ConfigError::InvalidValue {
+            origin: origin_of(key),
+            key: key.to_owned(),
+            value,
+            expected: expected.to_owned(),
+        };
+        let positive: [(&str, i64); 5] = [
+            ("loadBalancerSheddingIntervalMinutes", self.load_balancer_shedding_interval_minutes as i64),
+            ("loadBalancerResourceQuotaUpdateIntervalMinutes", self.load_balancer_resource_quota_update_interval_minutes as i64),
+            ("loadBalancerHostUsageCheckIntervalMinutes", self.load_balancer_host_usage_check_interval_minutes as i64),
+            ("loadBalancerReportUpdateMinIntervalMillis", self.load_balancer_report_update_min_interval_millis as i64),
+            ("defaultNumberOfNamespaceBundles", self.default_number_of_namespace_bundles as i64),
+        ];
+        for (key, v) in positive {
+            if v <= 0 {
+                return Err(invalid(key, v.to_string(), "a number greater than 0"));
+            }
+        }
+        let non_negative: [(&str, f64); 9] = [
+            ("loadBalancerSheddingGracePeriodMinutes", self.load_balancer_shedding_grace_period_minutes as f64),
+            ("loadBalancerCPUResourceWeight", self.load_balancer_cpu_resource_weight),
+            ("loadBalancerMemoryResourceWeight", self.load_balancer_memory_resource_weight),
+            ("loadBalancerDirectMemoryResourceWeight", self.load_balancer_direct_memory_resource_weight),
+            ("loadBalancerBandwidthInResourceWeight", self.load_balancer_bandwidth_in_resource_weight),
+            ("loadBalancerBandwidthOutResourceWeight", self.load_balancer_bandwidth_out_resource_weight),
+            ("loadBalancerBrokerOverloadedThresholdPercentage", self.load_balancer_broker_overloaded_threshold_percentage as f64),
+            ("loadBalancerAvgShedderLowThreshold", self.load_balancer_avg_shedder_low_threshold as f64),
+            ("loadBalancerAvgShedderHighThreshold", self.load_balancer_avg_shedder_high_threshold as f64),
+        ];
+        for (key, v) in non_negative {
+            if v < 0.0 {
+                return Err(invalid(key, self.get(key).unwrap_or_default(), "a number of at least 0"));
+            }
+        }
+        let fractions: [(&str, f64, bool); 2] = [
+            ("loadBalancerHistoryResourcePercentage", self.load_balancer_history_resource_percentage, true),
+            ("maxUnloadPercentage", self.max_unload_percentage, false),
+        ];
+        for (key, v, zero_ok) in fractions {
+            if v > 1.0 || v < 0.0 || (!zero_ok && v == 0.0) {
+                let expected = if zero_ok { "a fraction from 0 to 1" } else { "a fraction above 0 and at most 1" };
+                return Err(invalid(key, self.get(key).unwrap_or_default(), expected));
+            }
+        }
+        if let Some(gbps) = self.load_balancer_override_broker_nic_speed_gbps {
+            if gbps <= 0.0 {
+                return Err(invalid("loadBalancerOverrideBrokerNicSpeedGbps", self.get("loadBalancerOverrideBrokerNicSpeedGbps").unwrap_or_default(), "a speed above 0 Gbit/s"));
+            }
+        }
+        if self.load_manager_class_name == LoadManagerKind::Simple {
+            return Err(invalid(
+                "loadManagerClassName",
+                LoadManagerKind::Simple.class_name().to_owned(),
+                "ModularLoadManagerImpl or ExtensibleLoadManagerImpl (loadmgr does not implement the Simple load manager)",
+            ));
+        }
+        if self.topic_bundle_assignment_strategy != "org.apache.pulsar.common.naming.ConsistentHashingTopicBundleAssigner" {
+            return Err(invalid(
+                "topicBundleAssignmentStrategy",
+                self.topic_bundle_assignment_strategy.clone(),
+                "org.apache.pulsar.common.naming.ConsistentHashingTopicBundleAssigner (the only assigner loadmgr implements)",
+            ));
+        }
+        for name in &self.supported_namespace_bundle_split_algorithms {
+            if name.parse::<SplitAlgorithm>().is_err() {
+                return Err(invalid("supportedNamespaceBundleSplitAlgorithms", name.clone(), "split algorithm names"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the deprecated-key overrides and the Pulsar 5.0 strategy pairing rules, returning warnings.
+    ///
+    /// * `Bandwith` weights: the new key wins if it is not 1.0, else the old one if it is not 1.0.
+    /// * `zooKeeper*` timeouts override their `metadataStore*` keys when > 0.
+    /// * Extensible load manager: always TransferShedder (any other shedder falls back, with a warning) and
+    ///   LeastResourceUsageWithWeight placement.
+    /// * Classic shedder with the placement key left unset: placement falls back to LeastLongTermMessageRate.
+    /// * AvgShedder with another explicit placement: accepted, with a warning that its plans are not honoured.
+    /// * AvgShedder placement set explicitly with another shedder: refused, as Pulsar refuses it (the two keys
+    ///   must name the same class when the placement strategy is also a shedder).
+    pub fn resolve(&mut self) -> Result<Vec<String>, String> {
+        let mut warnings = Vec::new();
+        if self.load_balancer_bandwidth_in_resource_weight == 1.0 && self.load_balancer_bandwith_in_resource_weight != 1.0 {
+            self.load_balancer_bandwidth_in_resource_weight = self.load_balancer_bandwith_in_resource_weight;
+            warnings.push("loadBalancerBandwithInResourceWeight is deprecated; use loadBalancerBandwidthInResourceWeight".into());
+        }
+        if self.load_balancer_bandwidth_out_resource_weight == 1.0 && self.load_balancer_bandwith_out_resource_weight != 1.0 {
+            self.load_balancer_bandwidth_out_resource_weight = self.load_balancer_bandwith_out_resource_weight;
+            warnings.push("loadBalancerBandwithOutResourceWeight is deprecated; use loadBalancerBandwidthOutResourceWeight".into());
+        }
+        if self.zoo_keeper_session_timeout_millis > 0 {
+            self.metadata_store_session_timeout_millis = self.zoo_keeper_session_timeout_millis;
+            warnings.push("zooKeeperSessionTimeoutMillis is deprecated and overrides metadataStoreSessionTimeoutMillis".into());
+        }
+        if self.zoo_keeper_operation_timeout_seconds > 0 {
+            self.metadata_store_operation_timeout_seconds = self.zoo_keeper_operation_timeout_seconds;
+            warnings.push("zooKeeperOperationTimeoutSeconds is deprecated and overrides metadataStoreOperationTimeoutSeconds".into());
+        }
+        if self.zoo_keeper_cache_expiry_seconds > 0 {
+            self.metadata_store_cache_expiry_seconds = self.zoo_keeper_cache_expiry_seconds;
+            warnings.push("zooKeeperCacheExpirySeconds is deprecated and overrides metadataStoreCacheExpirySeconds".into());
+        }
+        let shedder = self.load_balancer_load_shedding_strategy;
+        let placement_explicit = self.is_explicit("loadBalancerLoadPlacementStrategy");
+        if self.load_manager_class_name == LoadManagerKind::Extensible {
+            if shedder != ShedderKind::TransferShedder && self.is_explicit("loadBalancerLoadSheddingStrategy") {
+                warnings.push(format!(
+                    "the extensible load manager always uses TransferShedder; {shedder} is ignored"
+                ));
+            }
+            self.load_balancer_load_shedding_strategy = ShedderKind::TransferShedder;
+            self.load_balancer_load_placement_strategy = PlacementKind::LeastResourceUsageWithWeight;
+            return Ok(warnings);
+        }
+        let placement = self.load_balancer_load_placement_strategy;
+        match (shedder, placement_explicit) {
+            (ShedderKind::AvgShedder, true) if placement != PlacementKind::AvgShedder => warnings.push(format!(
+                "AvgShedder shedding with {placement} placement: AvgShedder's planned destinations are not honoured"
+            )),
+            (ShedderKind::AvgShedder, _) => {}
+            (other, false) => {
+                self.load_balancer_load_placement_strategy = other.default_placement();
+                warnings.push(format!(
+                    "{other} is configured while loadBalancerLoadPlacementStrategy is left at its default: placement falls back to {}",
+                    other.default_placement()
+                ));
+            }
+            (other, true) if placement == PlacementKind::AvgShedder => {
+                return Err(format!(
+                    "loadBalancerLoadPlacementStrategy=AvgShedder is also a shedding strategy and needs loadBalancerLoadSheddingStrategy=AvgShedder, not {other}"
+                ))
+            }
+            (_, true) => {}
+        }
+        if self.max_unload_percentage == 0.5
+            && !self.is_explicit("maxUnloadPercentage")
+            && self.load_balancer_load_shedding_strategy == ShedderKind::UniformLoadShedder
+        {
+            warnings.push("maxUnloadPercentage defaults to 0.5 since 5.0 (was 0.2) and also applies to UniformLoadShedder".into());
+        }
+        Ok(warnings)
+    }
+
+    /// The configured resource weights (effective bandwidth weights).
+    pub fn resource_weights(&self) -> ResourceWeights {
+        ResourceWeights {
+            cpu: self.load_balancer_cpu_resource_weight,
+            memory: self.load_balancer_memory_resource_weight,
+            direct_memory: self.load_balancer_direct_memory_resource_weight,
+            bandwidth_in: self.load_balancer_bandwidth_in_resource_weight,
+            bandwidth_out: self.load_balancer_bandwidth_out_resource_weight,
+        }
+    }
+
+    /// The broker id `advertisedAddress:port` (web port, else the TLS web port), as Pulsar builds it; `host`
+    /// is used when `advertisedAddress` is unset.
+    pub fn broker_id(&self, host: &str) -> Result<String, String> {
+        let address = self.advertised_address.as_deref().unwrap_or(host);
+        let port = self
+            .web_service_port
+            .or(self.web_service_port_tls)
+            .ok_or("neither webServicePort nor webServicePortTls is set: a broker needs one for its id")?;
+        Ok(format!("{address}:{port}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<LoadedConfig, ConfigError> {
+        Settings::from_text(text, "broker.conf")
+    }
+
+    #[test]
+    fn defaults_follow_pulsar_5() {
+        let s = load("").unwrap().settings;
+        assert_eq!(s.load_balancer_load_shedding_strategy, ShedderKind::AvgShedder);
+        assert_eq!(s.load_balancer_load_placement_strategy, PlacementKind::AvgShedder);
+        assert_eq!(s.max_unload_percentage, 0.5);
+        assert!(!s.load_balancer_distribute_bundles_evenly_enabled);
+        assert_eq!(s.default_number_of_namespace_bundles, 32);
+        assert_eq!(s.load_balancer_resource_quota_update_interval_minutes, 15);
+        assert_eq!(s.load_balancer_memory_resource_weight, 0.0);
+        assert_eq!(s.get("loadBalancerHistoryResourcePercentage").as_deref(), Some("0.9"));
+        assert!(s.entries().windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(s.entries().len(), KEYS.len());
+    }
+
+    #[test]
+    fn properties_syntax() {
+        let props = parse_properties("# c\n! c\n\n a = 1 \nb:2\nc 3\nd=x\\\n  y\ne\nf=\n");
+        let pairs: Vec<(&str, &str, usize)> = props.iter().map(|p| (p.key.as_str(), p.value.as_str(), p.line)).collect();
+        assert_eq!(pairs, [("a", "1", 4), ("b", "2", 5), ("c", "3", 6), ("d", "xy", 7), ("e", "", 9), ("f", "", 10)]);
+    }
+
+    #[test]
+    fn bad_values_name_file_line_key_value_and_expectation() {
+        let err = load("loadBalancerEnabled=true\nloadBalancerSheddingIntervalMinutes=soon\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "broker.conf:2: invalid value 'soon' for loadBalancerSheddingIntervalMinutes: expected a whole number between -2147483648 and 2147483647"
+        );
+        let err = load("maxUnloadPercentage=1.5\n").unwrap_err().to_string();
+        assert!(err.starts_with("broker.conf:1: invalid value '1.5' for maxUnloadPercentage"), "{err}");
+        let err = load("loadBalancerLoadSheddingStrategy=FancyShedder\n").unwrap_err().to_string();
+        assert!(err.contains("FancyShedder") && err.contains("ThresholdShedder"), "{err}");
+        let err = load("defaultNamespaceBundleSplitAlgorithm=specified_positions_divide\n").unwrap_err().to_string();
+        assert!(err.contains("admin-API only"), "{err}");
+        let err = load("loadBalancerSheddingIntervalMinutes=0\n").unwrap_err().to_string();
+        assert!(err.contains("greater than 0"), "{err}");
+    }
+
+    #[test]
+    fn unknown_and_duplicate_keys_warn() {
+        let loaded = load("managedLedgerDefaultEnsembleSize=2\nloadBalancerSheddingEnabled=false\nloadBalancerSheddingEnabled=true\n").unwrap();
+        let text: Vec<String> = loaded.warnings.iter().map(|w| w.to_string()).collect();
+        assert!(text[0].starts_with("broker.conf:1: unknown key managedLedgerDefaultEnsembleSize"), "{text:?}");
+        assert!(text[1].contains("set again (first on line 2)"), "{text:?}");
+        assert!(loaded.settings.load_balancer_shedding_enabled);
+    }
+
+    #[test]
+    fn short_and_full_strategy_names() {
+        let s = load("loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder\nloadBalancerLoadPlacementStrategy=LeastResourceUsageWithWeight\n").unwrap().settings;
+        assert_eq!(s.load_balancer_load_shedding_strategy, ShedderKind::ThresholdShedder);
+        assert_eq!(s.load_balancer_load_placement_strategy, PlacementKind::LeastResourceUsageWithWeight);
+    }
+
+    #[test]
+    fn pairing_rules_of_5_0() {
+        // Classic shedder, placement left at default: falls back to LLTMR with a warning.
+        let l = load("loadBalancerLoadSheddingStrategy=ThresholdShedder\n").unwrap();
+        assert_eq!(l.settings.load_balancer_load_placement_strategy, PlacementKind::LeastLongTermMessageRate);
+        assert!(l.warnings.iter().any(|w| w.message.contains("falls back to LeastLongTermMessageRate")));
+        // Explicit classic pairing: as configured, no pairing warning.
+        let l = load("loadBalancerLoadSheddingStrategy=OverloadShedder\nloadBalancerLoadPlacementStrategy=LeastResourceUsageWithWeight\n").unwrap();
+        assert_eq!(l.settings.load_balancer_load_placement_strategy, PlacementKind::LeastResourceUsageWithWeight);
+        assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+        // AvgShedder with a different placement: accepted, warned.
+        let l = load("loadBalancerLoadPlacementStrategy=LeastLongTermMessageRate\n").unwrap();
+        assert_eq!(l.settings.load_balancer_load_shedding_strategy, ShedderKind::AvgShedder);
+        assert!(l.warnings.iter().any(|w| w.message.contains("not honoured")));
+        // AvgShedder placement with a classic shedder: refused.
+        let err = load("loadBalancerLoadSheddingStrategy=ThresholdShedder\nloadBalancerLoadPlacementStrategy=AvgShedder\n").unwrap_err();
+        assert!(matches!(err, ConfigError::Conflict { ref origin, .. } if origin.line == 2), "{err}");
+        // Extensible: TransferShedder whatever is configured.
+        let l = load("loadManagerClassName=org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl\nloadBalancerLoadSheddingStrategy=ThresholdShedder\n").unwrap();
+        assert_eq!(l.settings.load_balancer_load_shedding_strategy, ShedderKind::TransferShedder);
+        assert!(l.warnings.iter().any(|w| w.message.contains("always uses TransferShedder")));
+        assert!(load("loadManagerClassName=org.apache.pulsar.broker.loadbalance.impl.SimpleLoadManagerImpl\n").is_err());
+    }
+
+    #[test]
+    fn deprecated_spellings_are_honoured_like_java() {
+        let s = load("loadBalancerBandwithInResourceWeight=2.0\n").unwrap().settings;
+        assert_eq!(s.resource_weights().bandwidth_in, 2.0);
+        let s = load("loadBalancerBandwithInResourceWeight=2.0\nloadBalancerBandwidthInResourceWeight=3.0\n").unwrap().settings;
+        assert_eq!(s.resource_weights().bandwidth_in, 3.0);
+        let s = load("zooKeeperSessionTimeoutMillis=5000\n").unwrap().settings;
+        assert_eq!(s.metadata_store_session_timeout_millis, 5000);
+    }
+
+    #[test]
+    fn dynamic_keys_and_runtime_changes() {
+        assert_eq!(Settings::is_dynamic("loadBalancerSheddingEnabled"), Some(true));
+        assert_eq!(Settings::is_dynamic("loadBalancerResourceQuotaUpdateIntervalMinutes"), Some(false));
+        assert_eq!(Settings::is_dynamic("nope"), None);
+        let mut s = Settings::default();
+        s.set_dynamic("loadBalancerSheddingEnabled", "false").unwrap();
+        assert!(!s.load_balancer_shedding_enabled);
+        assert!(s.set_dynamic("loadBalancerEnabled", "false").unwrap_err().contains("not dynamic"));
+        assert!(s.set_dynamic("maxUnloadPercentage", "7").unwrap_err().contains("fraction"));
+        assert_eq!(s.max_unload_percentage, 0.5);
+    }
+
+    #[test]
+    fn broker_id_from_identity_keys() {
+        let s = load("advertisedAddress=broker-1.example\n").unwrap().settings;
+        assert_eq!(s.broker_id("ignored").unwrap(), "broker-1.example:8080");
+        let s = load("webServicePort=\nwebServicePortTls=8443\n").unwrap().settings;
+        // A blank value keeps the default, so the plain port is still 8080.
+        assert_eq!(s.broker_id("h").unwrap(), "h:8080");
+        let mut s = Settings::default();
+        s.web_service_port = None;
+        s.web_service_port_tls = Some(8443);
+        assert_eq!(s.broker_id("h").unwrap(), "h:8443");
+        s.web_service_port_tls = None;
+        assert!(s.broker_id("h").is_err());
+    }
+}

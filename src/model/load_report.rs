@@ -1,0 +1,128 @@
+//! The Simple load manager's `LoadReport` (read side) and the selector Pulsar applies to
+//! `/loadbalance/brokers/<id>` values.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::broker::{LocalBrokerData, NamespaceBundleStats, SystemResourceUsage};
+use super::json::java_double as jd;
+
+/// A Simple-load-manager broker's report. loadmgr only reads it (the monitor shows it, the leader ignores such
+/// brokers); keys it does not model are kept in [`LoadReport::other`] so a normalised copy loses nothing.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct LoadReport {
+    /// Broker id, `host:port`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Broker build version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broker_version_string: Option<String>,
+    /// `http://host:port`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub web_service_url: Option<String>,
+    /// `https://host:port`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub web_service_url_tls: Option<String>,
+    /// `pulsar://host:port`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pulsar_service_url: Option<String>,
+    /// `pulsar+ssl://host:port`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pulsar_service_url_tls: Option<String>,
+    /// Report time, epoch ms.
+    pub timestamp: i64,
+    /// msg/s in.
+    #[serde(with = "jd")]
+    pub msg_rate_in: f64,
+    /// msg/s out.
+    #[serde(with = "jd")]
+    pub msg_rate_out: f64,
+    /// Topics.
+    pub num_topics: i32,
+    /// Consumers.
+    pub num_consumers: i32,
+    /// Producers.
+    pub num_producers: i32,
+    /// Bundles.
+    pub num_bundles: i32,
+    /// Judged underloaded by the Simple load manager.
+    pub under_loaded: bool,
+    /// Judged overloaded by the Simple load manager.
+    pub over_loaded: bool,
+    /// Bundle → traffic.
+    pub bundle_stats: BTreeMap<String, NamespaceBundleStats>,
+    /// Host usage.
+    pub system_resource_usage: SystemResourceUsage,
+    /// Every other key, as read.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+impl LoadReport {
+    /// The unweighted maximum usage of the host resources as a fraction (cpu, direct memory, NICs).
+    pub fn max_resource_usage(&self) -> f64 {
+        let u = &self.system_resource_usage;
+        [u.cpu, u.direct_memory, u.bandwidth_in, u.bandwidth_out]
+            .iter()
+            .map(|r| r.percent_usage())
+            .fold(0.0f32, f32::max) as f64
+            / 100.0
+    }
+}
+
+/// What a `/loadbalance/brokers/<id>` node holds: a modular report or a Simple one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoadManagerReport {
+    /// `LocalBrokerData` (modular load manager, loadmgr).
+    Modular(Box<LocalBrokerData>),
+    /// `LoadReport` (Simple load manager).
+    Simple(Box<LoadReport>),
+}
+
+impl LoadManagerReport {
+    /// Pulsar's `LoadReportDeserializer` rule: `loadReportType == "LoadReport"` or an `underLoaded` key means a
+    /// Simple `LoadReport`; anything else is read as `LocalBrokerData`.
+    pub fn from_value(value: serde_json::Value) -> Result<Self, serde_json::Error> {
+        if is_simple_load_report(&value) {
+            Ok(Self::Simple(Box::new(serde_json::from_value(value)?)))
+        } else {
+            Ok(Self::Modular(Box::new(serde_json::from_value(value)?)))
+        }
+    }
+
+    /// Parses node bytes with [`Self::from_value`]'s rule.
+    pub fn from_slice(bytes: &[u8]) -> Result<Self, serde_json::Error> {
+        Self::from_value(serde_json::from_slice(bytes)?)
+    }
+}
+
+/// Whether a parsed broker node is a Simple-load-manager `LoadReport` (Pulsar's selector rule).
+pub fn is_simple_load_report(value: &serde_json::Value) -> bool {
+    value.get("loadReportType").and_then(|v| v.as_str()) == Some("LoadReport") || value.get("underLoaded").is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selector_follows_pulsar() {
+        let simple = LoadManagerReport::from_slice(br#"{"name":"b:8080","underLoaded":true,"systemResourceUsage":{"cpu":{"usage":50.0,"limit":200.0}}}"#).unwrap();
+        match simple {
+            LoadManagerReport::Simple(r) => {
+                assert!(r.under_loaded);
+                assert_eq!(r.max_resource_usage(), 0.25);
+            }
+            other => panic!("{other:?}"),
+        }
+        let typed = LoadManagerReport::from_slice(br#"{"loadReportType":"LoadReport","allocatedCPU":1.5}"#).unwrap();
+        match typed {
+            LoadManagerReport::Simple(r) => assert_eq!(r.other["allocatedCPU"], 1.5),
+            other => panic!("{other:?}"),
+        }
+        let modular = LoadManagerReport::from_slice(br#"{"cpu":{"usage":1.0,"limit":4.0},"loadReportType":"LocalBrokerData"}"#).unwrap();
+        assert!(matches!(modular, LoadManagerReport::Modular(_)));
+    }
+}
