@@ -2,5 +2,6 @@
 //! load manager keeps in ZooKeeper.
 
 pub mod bundle;
+pub mod cli;
 pub mod config;
 pub mod model;

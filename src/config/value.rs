@@ -132,7 +132,7 @@ impl SettingValue for SplitAlgorithm {
 
 impl SettingValue for ShedderKind {
     fn parse_setting(text: &str) -> Result<Self, String> {
-        ShedderKind::from_class_name(text).ok_or_else(|| ShedderKind::expected())
+        ShedderKind::from_class_name(text).ok_or_else(ShedderKind::expected)
     }
 
     fn render_setting(&self) -> String {
@@ -142,7 +142,7 @@ impl SettingValue for ShedderKind {
 
 impl SettingValue for PlacementKind {
     fn parse_setting(text: &str) -> Result<Self, String> {
-        PlacementKind::from_class_name(text).ok_or_else(|| PlacementKind::expected())
+        PlacementKind::from_class_name(text).ok_or_else(PlacementKind::expected)
     }
 
     fn render_setting(&self) -> String {
@@ -152,7 +152,7 @@ impl SettingValue for PlacementKind {
 
 impl SettingValue for LoadManagerKind {
     fn parse_setting(text: &str) -> Result<Self, String> {
-        LoadManagerKind::from_class_name(text).ok_or_else(|| LoadManagerKind::expected())
+        LoadManagerKind::from_class_name(text).ok_or_else(LoadManagerKind::expected)
     }
 
     fn render_setting(&self) -> String {
@@ -167,7 +167,9 @@ mod tests {
     #[test]
     fn scalar_values() {
         assert_eq!(bool::parse_setting("TRUE"), Ok(true));
-        assert!(bool::parse_setting("yes").unwrap_err().contains("true or false"));
+        assert!(bool::parse_setting("yes")
+            .unwrap_err()
+            .contains("true or false"));
         assert_eq!(i32::parse_setting("-5"), Ok(-5));
         assert!(i32::parse_setting("3000000000").is_err());
         assert!(i32::parse_setting("1.5").is_err());
@@ -179,7 +181,14 @@ mod tests {
         assert_eq!(Some(8080).render_setting(), "8080");
         let set = BTreeSet::<String>::parse_setting(" b, a ,,").unwrap();
         assert_eq!(set.render_setting(), "a,b");
-        assert_eq!(Vec::<String>::parse_setting("z, y").unwrap().render_setting(), "z,y");
-        assert!(SplitAlgorithm::parse_setting("specified_positions_divide").unwrap_err().contains("admin-API only"));
+        assert_eq!(
+            Vec::<String>::parse_setting("z, y")
+                .unwrap()
+                .render_setting(),
+            "z,y"
+        );
+        assert!(SplitAlgorithm::parse_setting("specified_positions_divide")
+            .unwrap_err()
+            .contains("admin-API only"));
     }
 }

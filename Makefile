@@ -1,0 +1,29 @@
+# loadmgr — the two commands: `make test` (everything CI runs) and `make demo` (the main job).
+CARGO ?= cargo
+
+.PHONY: test demo deps fmt lint unit bench
+
+## Installs the test dependencies if needed, checks formatting and lints, runs the benchmarks once as smoke
+## tests, then the whole test suite.
+test: deps
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) test --benches --no-fail-fast
+	$(CARGO) test --no-fail-fast
+
+## Debian packages the tests need (protoc, ZooKeeper, etcd); installs them as root, else prints the command.
+deps:
+	@./scripts/install-test-deps.sh
+
+## Shows loadmgr's bundle, JSON and configuration tools on built-in inputs.
+demo:
+	@./scripts/demo.sh
+
+fmt:
+	$(CARGO) fmt
+
+lint:
+	$(CARGO) clippy --all-targets -- -D warnings
+
+bench:
+	$(CARGO) bench

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Makes sure the programs the test suite needs are installed: protoc (the etcd client's build), ZooKeeper 3.8
+# and etcd 3.4 servers and their command-line clients, all from Debian packages. As root, missing packages are
+# installed with apt-get; otherwise the script stops with the exact command to run.
+set -euo pipefail
+
+declare -A need=(
+  [protobuf-compiler]=/usr/bin/protoc
+  [zookeeper]=/usr/share/zookeeper/bin/zkServer.sh
+  [etcd-server]=/usr/bin/etcd
+  [etcd-client]=/usr/bin/etcdctl
+)
+
+missing=()
+for pkg in protobuf-compiler zookeeper etcd-server etcd-client; do
+  [ -x "${need[$pkg]}" ] || missing+=("$pkg")
+done
+if ! command -v java >/dev/null 2>&1 && [[ ! " ${missing[*]} " == *" zookeeper "* ]]; then
+  missing+=(default-jre-headless)
+fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "The test suite needs these Debian packages: ${missing[*]}" >&2
+  echo "Install them with:" >&2
+  echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "Installing ${missing[*]} ..." >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+for pkg in "${missing[@]}"; do
+  case "$pkg" in
+    default-jre-headless) command -v java >/dev/null ;;
+    *) [ -x "${need[$pkg]}" ] ;;
+  esac || { echo "installing $pkg did not provide what the tests need" >&2; exit 1; }
+done

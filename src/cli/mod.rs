@@ -1,0 +1,95 @@
+//! The `loadmgr` command line: one module per subcommand, each a thin clap wrapper over the library.
+
+pub mod bundles;
+pub mod config;
+pub mod json;
+
+use std::fmt;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A command failure: the message for stderr and the exit status.
+#[derive(Debug)]
+pub struct CliError {
+    message: String,
+    code: u8,
+}
+
+impl CliError {
+    /// A failure reported with exit status 1.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: 1,
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl<E: std::error::Error> From<E> for CliError {
+    fn from(e: E) -> Self {
+        Self::new(e.to_string())
+    }
+}
+
+/// What a subcommand returns.
+pub type CliResult = Result<(), CliError>;
+
+/// loadmgr — a load manager for Pulsar-style broker clusters.
+#[derive(Debug, Parser)]
+#[command(name = "loadmgr", version, about, long_about = None)]
+pub struct Cli {
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Namespace bundles: initial boundaries, topic lookup, splits.
+    #[command(subcommand)]
+    Bundles(bundles::BundlesCommand),
+    /// Validate and normalise stored JSON nodes.
+    #[command(subcommand)]
+    Json(json::JsonCommand),
+    /// Read broker.conf and print the effective load-balancer settings.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
+}
+
+/// Runs a parsed command line and turns the outcome into an exit status.
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Bundles(cmd) => bundles::run(cmd),
+        Command::Json(cmd) => json::run(cmd),
+        Command::Config(cmd) => config::run(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.code)
+        }
+    }
+}
+
+/// Reads a file, or standard input for `-`; errors name the file.
+pub(crate) fn read_input(path: &str) -> Result<Vec<u8>, CliError> {
+    use std::io::Read;
+    if path == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(|e| CliError::new(format!("cannot read standard input: {e}")))?;
+        Ok(buf)
+    } else {
+        std::fs::read(path).map_err(|e| CliError::new(format!("cannot read {path}: {e}")))
+    }
+}
