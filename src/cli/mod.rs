@@ -3,6 +3,7 @@
 pub mod bundles;
 pub mod config;
 pub mod json;
+pub mod route;
 
 use std::fmt;
 use std::process::ExitCode;
@@ -62,6 +63,8 @@ pub enum Command {
     /// Read broker.conf and print the effective load-balancer settings.
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// Locality-aware, load-aware routing (Storm-style); `route simulate` compares it with a plain shuffle.
+    Route(route::RouteArgs),
 }
 
 /// Runs a parsed command line and turns the outcome into an exit status.
@@ -70,6 +73,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Bundles(cmd) => bundles::run(cmd),
         Command::Json(cmd) => json::run(cmd),
         Command::Config(cmd) => config::run(cmd),
+        Command::Route(args) => route::run(args).map_err(CliError::new),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
