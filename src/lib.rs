@@ -3,4 +3,5 @@
 
 pub mod bundle;
 pub mod config;
+pub mod core;
 pub mod model;

@@ -6,13 +6,15 @@ use std::path::PathBuf;
 
 use loadmgr::model::json::to_json_string;
 use loadmgr::model::{
-    BundlesData, LeaderBroker, LoadManagerReport, LocalBrokerData, NamespaceEphemeralData, NodeType,
-    ResourceQuota, TimeAverageBrokerData,
+    BundlesData, LeaderBroker, LoadManagerReport, LocalBrokerData, NamespaceEphemeralData,
+    NodeType, ResourceQuota, TimeAverageBrokerData,
 };
 use serde_json::Value;
 
 fn golden(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
@@ -84,7 +86,12 @@ fn pulsar_3_1_report_round_trips_byte_for_byte() {
     assert_eq!(data.bandwidth_in.limit, 1.0e7);
     assert_eq!(data.num_consumers, 2);
     assert_eq!(data.start_timestamp, Some(1_690_940_955_211));
-    assert_eq!(data.advertised_listeners["internal"].broker_service_url.as_deref(), Some("pulsar://broker-1:6650"));
+    assert_eq!(
+        data.advertised_listeners["internal"]
+            .broker_service_url
+            .as_deref(),
+        Some("pulsar://broker-1:6650")
+    );
     // maxResourceUsage is recomputed, not read: directMemory 36/256.
     assert_eq!(data.max_resource_usage(), 0.140625);
     assert_eq!(to_json_string(&data), text);
@@ -97,7 +104,10 @@ fn pulsar_2_10_report_recomputes_max_usage_bit_exactly() {
     assert_eq!(data.bandwidth_in.usage, -1.0);
     assert_eq!(data.max_resource_usage(), 0.10280216485261917);
     let written = to_json_string(&data);
-    assert!(written.contains(r#""maxResourceUsage":0.10280216485261917"#), "{written}");
+    assert!(
+        written.contains(r#""maxResourceUsage":0.10280216485261917"#),
+        "{written}"
+    );
     // 2.x wrote the bundleStats duplicate; the current shape does not. Everything else is the same text.
     let original: Value = serde_json::from_str(&text).unwrap();
     let mut expected = original.clone();
@@ -112,7 +122,10 @@ fn pulsar_2_10_report_recomputes_max_usage_bit_exactly() {
 fn pulsar_2_11_test_report_reads_and_keeps_its_values() {
     let text = golden("LocalBrokerData-pulsar-2.11-LocalBrokerDataTest.json");
     let data: LocalBrokerData = serde_json::from_str(&text).unwrap();
-    assert_eq!(data.web_service_url_tls.as_deref(), Some("https://10.244.2.23:8081"));
+    assert_eq!(
+        data.web_service_url_tls.as_deref(),
+        Some("https://10.244.2.23:8081")
+    );
     assert_eq!(data.pulsar_service_url, None);
     assert!(!data.non_persistent_topics_enabled);
     assert_eq!(data.memory.limit, 1228.0);
@@ -132,13 +145,18 @@ fn pulsar_2_11_test_report_reads_and_keeps_its_values() {
 
 #[test]
 fn partial_doc_samples_read_with_defaults() {
-    let data: LocalBrokerData =
-        serde_json::from_str(&golden("LocalBrokerData-pulsar-site-develop-load-manager-partial.json")).unwrap();
+    let data: LocalBrokerData = serde_json::from_str(&golden(
+        "LocalBrokerData-pulsar-site-develop-load-manager-partial.json",
+    ))
+    .unwrap();
     assert_eq!(data.cpu.limit, 2400.0);
     assert_eq!(data.bandwidth_out.usage, 5.287239583333333);
     assert!(data.persistent_topics_enabled);
     let written = to_json_string(&data);
-    assert!(written.contains(r#""bandwidthIn":{"usage":4.256510416666667,"limit":1.024E7}"#), "{written}");
+    assert!(
+        written.contains(r#""bandwidthIn":{"usage":4.256510416666667,"limit":1.024E7}"#),
+        "{written}"
+    );
 }
 
 #[test]
@@ -155,8 +173,13 @@ fn simple_load_manager_report_is_recognised_and_kept_whole() {
         other => panic!("expected a Simple report, got {other:?}"),
     }
     // Normalising keeps every key of the original.
-    let normalised = NodeType::LoadReport.normalise(serde_json::from_str(&text).unwrap()).unwrap();
-    let (a, b): (Value, Value) = (serde_json::from_str(&text).unwrap(), serde_json::from_str(&normalised).unwrap());
+    let normalised = NodeType::LoadReport
+        .normalise(serde_json::from_str(&text).unwrap())
+        .unwrap();
+    let (a, b): (Value, Value) = (
+        serde_json::from_str(&text).unwrap(),
+        serde_json::from_str(&normalised).unwrap(),
+    );
     assert_eq!(a, b);
 }
 
@@ -169,7 +192,10 @@ fn other_node_types_round_trip() {
 
     let own = golden("NamespaceEphemeralData-thirdparty-notes-2.10.1.json");
     let data: NamespaceEphemeralData = serde_json::from_str(&own).unwrap();
-    assert_eq!(data.native_url.as_deref(), Some("pulsar://192.168.1.7:6650"));
+    assert_eq!(
+        data.native_url.as_deref(),
+        Some("pulsar://192.168.1.7:6650")
+    );
     assert_eq!(to_json_string(&data), own);
 
     let leader = golden("LeaderBroker-thirdparty-notes-2.10.1.json");
@@ -177,7 +203,10 @@ fn other_node_types_round_trip() {
     assert_eq!(l.broker_id(), Some("192.168.1.7:8080"));
     assert_eq!(to_json_string(&l), leader);
 
-    let quota: ResourceQuota = serde_json::from_str(&golden("ResourceQuota-pulsarctl-resourcequotas-get-doc.json")).unwrap();
+    let quota: ResourceQuota = serde_json::from_str(&golden(
+        "ResourceQuota-pulsarctl-resourcequotas-get-doc.json",
+    ))
+    .unwrap();
     assert_eq!(quota, ResourceQuota::pulsar_default());
 
     for (name, n) in [
@@ -189,6 +218,9 @@ fn other_node_types_round_trip() {
         assert_eq!(b.num_bundles, n);
         assert_eq!(b.boundaries.len(), n as usize + 1);
         let compact: Value = serde_json::from_str(&golden(name)).unwrap();
-        assert_eq!(serde_json::from_str::<Value>(&to_json_string(&b)).unwrap(), compact);
+        assert_eq!(
+            serde_json::from_str::<Value>(&to_json_string(&b)).unwrap(),
+            compact
+        );
     }
 }

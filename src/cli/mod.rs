@@ -1,0 +1,3 @@
+//! Subcommands: one file each; they parse flags and call the library.
+
+pub mod explain;
