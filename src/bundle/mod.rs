@@ -98,11 +98,7 @@ pub fn parse_hash(text: &str) -> Result<u64, BundleError> {
         reason: reason.to_owned(),
     };
     let t = text.trim();
-    let (digits, radix) = if let Some(h) = t
-        .strip_prefix("0x")
-        .or_else(|| t.strip_prefix("0X"))
-        .or_else(|| t.strip_prefix('#'))
-    {
+    let (digits, radix) = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")).or_else(|| t.strip_prefix('#')) {
         (h, 16)
     } else if t.len() > 1 && t.starts_with('0') {
         (&t[1..], 8)
@@ -112,8 +108,7 @@ pub fn parse_hash(text: &str) -> Result<u64, BundleError> {
     if digits.is_empty() || digits.starts_with(['+', '-']) {
         return Err(invalid("expected an unsigned number such as 0x7fffffff"));
     }
-    let value = u64::from_str_radix(digits, radix)
-        .map_err(|_| invalid("expected an unsigned number such as 0x7fffffff"))?;
+    let value = u64::from_str_radix(digits, radix).map_err(|_| invalid("expected an unsigned number such as 0x7fffffff"))?;
     if value > FULL_UPPER_BOUND {
         return Err(invalid("above 0xffffffff"));
     }
@@ -171,9 +166,7 @@ impl BundleRange {
         let lower = parse_hash(lower).map_err(|e| invalid(e.to_string()))?;
         let upper = parse_hash(upper).map_err(|e| invalid(e.to_string()))?;
         if lower >= upper {
-            return Err(invalid(
-                "the lower bound must be below the upper bound".into(),
-            ));
+            return Err(invalid("the lower bound must be below the upper bound".into()));
         }
         Ok(Self { lower, upper })
     }
@@ -234,12 +227,10 @@ impl BundleName {
 
     /// Parses a full bundle name: the range is the text after the last `/`, the namespace the text before.
     pub fn parse(text: &str) -> Result<Self, BundleError> {
-        let (ns, range) = text
-            .rsplit_once('/')
-            .ok_or_else(|| BundleError::InvalidRange {
-                value: text.to_owned(),
-                reason: "expected <namespace>/<0xLLLLLLLL_0xUUUUUUUU>".into(),
-            })?;
+        let (ns, range) = text.rsplit_once('/').ok_or_else(|| BundleError::InvalidRange {
+            value: text.to_owned(),
+            reason: "expected <namespace>/<0xLLLLLLLL_0xUUUUUUUU>".into(),
+        })?;
         Ok(Self {
             namespace: NamespaceName::parse(ns)?,
             range: BundleRange::parse(range)?,
@@ -414,10 +405,7 @@ impl NamespaceBundles {
         }
         for p in split_points {
             if *p <= range.lower || *p >= range.upper {
-                return Err(BundleError::BoundaryOutsideRange {
-                    boundary: *p,
-                    range,
-                });
+                return Err(BundleError::BoundaryOutsideRange { boundary: *p, range });
             }
         }
         let mut boundaries = self.boundaries.clone();
@@ -438,42 +426,23 @@ mod tests {
 
     #[test]
     fn initial_boundaries_match_pulsar() {
-        assert_eq!(
-            hexes(&NamespaceBundles::initial(1).unwrap()),
-            ["0x00000000", "0xffffffff"]
-        );
+        assert_eq!(hexes(&NamespaceBundles::initial(1).unwrap()), ["0x00000000", "0xffffffff"]);
         assert_eq!(
             hexes(&NamespaceBundles::initial(3).unwrap()),
             ["0x00000000", "0x55555555", "0xaaaaaaaa", "0xffffffff"]
         );
         assert_eq!(
             hexes(&NamespaceBundles::initial(4).unwrap()),
-            [
-                "0x00000000",
-                "0x40000000",
-                "0x80000000",
-                "0xc0000000",
-                "0xffffffff"
-            ]
+            ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"]
         );
         assert_eq!(
             hexes(&NamespaceBundles::initial(5).unwrap()),
-            [
-                "0x00000000",
-                "0x33333333",
-                "0x66666666",
-                "0x99999999",
-                "0xcccccccc",
-                "0xffffffff"
-            ]
+            ["0x00000000", "0x33333333", "0x66666666", "0x99999999", "0xcccccccc", "0xffffffff"]
         );
         let sixteen = NamespaceBundles::initial(16).unwrap();
         assert_eq!(sixteen.boundaries()[15], 0xf000_0000);
         assert_eq!(sixteen.len(), 16);
-        assert_eq!(
-            NamespaceBundles::initial(0),
-            Err(BundleError::InvalidBundleCount(0))
-        );
+        assert_eq!(NamespaceBundles::initial(0), Err(BundleError::InvalidBundleCount(0)));
         let data = NamespaceBundles::initial(4).unwrap().to_bundles_data();
         assert_eq!(data.num_bundles, 4);
     }
@@ -498,51 +467,22 @@ mod tests {
     fn boundary_hits_and_the_top_hash() {
         let bundles = NamespaceBundles::initial(4).unwrap();
         assert_eq!(bundles.find(0).to_string(), "0x00000000_0x40000000");
-        assert_eq!(
-            bundles.find(0x4000_0000).to_string(),
-            "0x40000000_0x80000000"
-        );
-        assert_eq!(
-            bundles.find(0x3fff_ffff).to_string(),
-            "0x00000000_0x40000000"
-        );
+        assert_eq!(bundles.find(0x4000_0000).to_string(), "0x40000000_0x80000000");
+        assert_eq!(bundles.find(0x3fff_ffff).to_string(), "0x00000000_0x40000000");
         // Java indexes past the end here; the hash belongs to the closed last bundle.
-        assert_eq!(
-            bundles.find(0xffff_ffff).to_string(),
-            "0xc0000000_0xffffffff"
-        );
-        assert_eq!(
-            bundles.find(0xffff_fffe).to_string(),
-            "0xc0000000_0xffffffff"
-        );
+        assert_eq!(bundles.find(0xffff_ffff).to_string(), "0xc0000000_0xffffffff");
+        assert_eq!(bundles.find(0xffff_fffe).to_string(), "0xc0000000_0xffffffff");
     }
 
     #[test]
     fn ranges_parse_and_validate() {
         let r = BundleRange::parse("0x40000000_0x80000000").unwrap();
-        assert_eq!(
-            (r.lower(), r.upper(), r.upper_closed()),
-            (0x4000_0000, 0x8000_0000, false)
-        );
+        assert_eq!((r.lower(), r.upper(), r.upper_closed()), (0x4000_0000, 0x8000_0000, false));
         assert!(r.contains(0x4000_0000) && !r.contains(0x8000_0000));
         assert!(BundleRange::FULL.contains(0xffff_ffff));
-        assert_eq!(
-            BundleRange::parse("0X10_#20").unwrap().to_string(),
-            "0x00000010_0x00000020"
-        );
-        assert_eq!(
-            BundleRange::parse("16_040").unwrap().to_string(),
-            "0x00000010_0x00000020"
-        );
-        for bad in [
-            "0x80000000_0x40000000",
-            "0x1_0x1",
-            "0x0",
-            "zz_0x1",
-            "0x0_0x100000000",
-            "-1_0x2",
-            "_0x1",
-        ] {
+        assert_eq!(BundleRange::parse("0X10_#20").unwrap().to_string(), "0x00000010_0x00000020");
+        assert_eq!(BundleRange::parse("16_040").unwrap().to_string(), "0x00000010_0x00000020");
+        for bad in ["0x80000000_0x40000000", "0x1_0x1", "0x0", "zz_0x1", "0x0_0x100000000", "-1_0x2", "_0x1"] {
             let err = BundleRange::parse(bad).unwrap_err().to_string();
             assert!(err.contains(bad), "{bad}: {err}");
         }
@@ -560,21 +500,13 @@ mod tests {
         assert!(NamespaceBundles::from_boundaries(vec![0]).is_err());
         assert!(NamespaceBundles::from_boundaries(vec![1, FULL_UPPER_BOUND]).is_err());
         assert!(NamespaceBundles::from_boundaries(vec![0, 0x10]).is_err());
-        let err =
-            NamespaceBundles::from_boundaries(vec![0, 0x20, 0x20, FULL_UPPER_BOUND]).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("0x00000020 is followed by 0x00000020"),
-            "{err}"
-        );
+        let err = NamespaceBundles::from_boundaries(vec![0, 0x20, 0x20, FULL_UPPER_BOUND]).unwrap_err();
+        assert!(err.to_string().contains("0x00000020 is followed by 0x00000020"), "{err}");
         let data = BundlesData {
             boundaries: vec!["0x00000000".into(), "0xffffffff".into()],
             num_bundles: 2,
         };
-        assert!(NamespaceBundles::from_bundles_data(&data)
-            .unwrap_err()
-            .to_string()
-            .contains("numBundles is 2"));
+        assert!(NamespaceBundles::from_bundles_data(&data).unwrap_err().to_string().contains("numBundles is 2"));
     }
 
     #[test]
@@ -582,18 +514,9 @@ mod tests {
         let b = NamespaceBundles::initial(2).unwrap();
         let first = b.ranges().next().unwrap();
         let split = b.split(first, &[0x4000_0000]).unwrap();
-        assert_eq!(
-            hexes(&split),
-            ["0x00000000", "0x40000000", "0x80000000", "0xffffffff"]
-        );
+        assert_eq!(hexes(&split), ["0x00000000", "0x40000000", "0x80000000", "0xffffffff"]);
         let err = b.split(first, &[0x9000_0000]).unwrap_err();
-        assert_eq!(
-            err,
-            BundleError::BoundaryOutsideRange {
-                boundary: 0x9000_0000,
-                range: first
-            }
-        );
+        assert_eq!(err, BundleError::BoundaryOutsideRange { boundary: 0x9000_0000, range: first });
         let not_ours = BundleRange::new(0, 0x10).unwrap();
         assert!(b.split(not_ours, &[0x8]).is_err());
     }

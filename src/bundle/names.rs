@@ -61,9 +61,7 @@ impl NamespaceName {
                     local: (*local).to_owned(),
                 })
             }
-            _ => Err(invalid(
-                "expected tenant/namespace or property/cluster/namespace",
-            )),
+            _ => Err(invalid("expected tenant/namespace or property/cluster/namespace")),
         }
     }
 
@@ -150,9 +148,7 @@ impl TopicName {
         } else if let Some(rest) = text.strip_prefix("non-persistent://") {
             (TopicDomain::NonPersistent, rest.to_owned())
         } else if text.contains("://") {
-            return Err(invalid(
-                "the domain must be persistent:// or non-persistent://".into(),
-            ));
+            return Err(invalid("the domain must be persistent:// or non-persistent://".into()));
         } else if text.contains('/') {
             (TopicDomain::Persistent, text.to_owned())
         } else {
@@ -164,11 +160,7 @@ impl TopicName {
         let (namespace, local) = match parts.as_slice() {
             [tenant, ns, local] => (format!("{tenant}/{ns}"), (*local).to_owned()),
             [prop, cluster, ns, local] => (format!("{prop}/{cluster}/{ns}"), (*local).to_owned()),
-            _ => {
-                return Err(invalid(
-                    "expected [domain://]tenant/namespace/topic or a bare topic name".into(),
-                ))
-            }
+            _ => return Err(invalid("expected [domain://]tenant/namespace/topic or a bare topic name".into())),
         };
         if local.is_empty() {
             return Err(invalid("the topic's local name is empty".into()));
@@ -227,10 +219,7 @@ mod tests {
     #[test]
     fn namespaces() {
         let v2 = NamespaceName::parse("public/default").unwrap();
-        assert_eq!(
-            (v2.tenant(), v2.local_name(), v2.is_v1()),
-            ("public", "default", false)
-        );
+        assert_eq!((v2.tenant(), v2.local_name(), v2.is_v1()), ("public", "default", false));
         let v1 = NamespaceName::parse("pulsar/us-west/10.0.0.1:8080").unwrap();
         assert_eq!(v1.cluster(), Some("us-west"));
         assert!(v1.is_heartbeat());
@@ -251,11 +240,7 @@ mod tests {
             ("persistent://t/ns/a/b", "persistent://t/ns/a/b"),
         ];
         for (input, full) in cases {
-            assert_eq!(
-                TopicName::parse(input).unwrap().full_name(),
-                full,
-                "{input}"
-            );
+            assert_eq!(TopicName::parse(input).unwrap().full_name(), full, "{input}");
         }
         let p = TopicName::parse("t/ns/orders-partition-7").unwrap();
         assert_eq!(p.partition_index(), Some(7));

@@ -45,9 +45,7 @@ impl SplitAlgorithm {
     /// refused there, as Pulsar refuses it.
     pub fn parse_default(text: &str) -> Result<Self, BundleError> {
         match text.parse()? {
-            SplitAlgorithm::SpecifiedPositionsDivide => {
-                Err(BundleError::PositionsAlgorithmAsDefault)
-            }
+            SplitAlgorithm::SpecifiedPositionsDivide => Err(BundleError::PositionsAlgorithmAsDefault),
             other => Ok(other),
         }
     }
@@ -132,9 +130,7 @@ impl SplitOutcome {
                 edges.push(range.upper());
                 edges
                     .windows(2)
-                    .map(|w| {
-                        BundleRange::new(w[0], w[1]).expect("split points are strictly inside")
-                    })
+                    .map(|w| BundleRange::new(w[0], w[1]).expect("split points are strictly inside"))
                     .collect()
             }
         }
@@ -146,11 +142,7 @@ impl SplitOutcome {
 /// Errors are bad input (a topic outside the range, `specified_positions_divide` without positions). A valid
 /// request that Pulsar would answer with "no split" (fewer than two topics, traffic under the thresholds, a
 /// range of one hash value, no position inside the range) is `Ok(SplitOutcome::NoSplit(reason))`.
-pub fn split_bundle(
-    range: BundleRange,
-    algorithm: SplitAlgorithm,
-    input: &SplitInput,
-) -> Result<SplitOutcome, BundleError> {
+pub fn split_bundle(range: BundleRange, algorithm: SplitAlgorithm, input: &SplitInput) -> Result<SplitOutcome, BundleError> {
     let mut hashes = Vec::with_capacity(input.topics.len());
     for topic in &input.topics {
         let hash = topic_hash(topic);
@@ -167,9 +159,7 @@ pub fn split_bundle(
         return Err(BundleError::MissingPositions);
     }
     if !range.splittable() {
-        return Ok(SplitOutcome::NoSplit(format!(
-            "bundle {range} spans fewer than two hash values"
-        )));
+        return Ok(SplitOutcome::NoSplit(format!("bundle {range} spans fewer than two hash values")));
     }
     let too_few_topics = || {
         SplitOutcome::NoSplit(format!(
@@ -204,9 +194,7 @@ pub fn split_bundle(
             inside.sort_unstable();
             inside.dedup();
             if inside.is_empty() {
-                return Ok(SplitOutcome::NoSplit(format!(
-                    "no requested position is strictly inside {range}"
-                )));
+                return Ok(SplitOutcome::NoSplit(format!("no requested position is strictly inside {range}")));
             }
             SplitOutcome::Split(inside)
         }
@@ -221,16 +209,11 @@ pub fn split_bundle(
     // every topic hashes to the range's lower end).
     Ok(match outcome {
         SplitOutcome::Split(points) => {
-            let mut kept: Vec<u64> = points
-                .into_iter()
-                .filter(|p| *p > range.lower() && *p < range.upper())
-                .collect();
+            let mut kept: Vec<u64> = points.into_iter().filter(|p| *p > range.lower() && *p < range.upper()).collect();
             kept.sort_unstable();
             kept.dedup();
             if kept.is_empty() {
-                SplitOutcome::NoSplit(format!(
-                    "{algorithm} found no split point strictly inside {range}"
-                ))
+                SplitOutcome::NoSplit(format!("{algorithm} found no split point strictly inside {range}"))
             } else {
                 SplitOutcome::Split(kept)
             }
@@ -278,11 +261,7 @@ fn flow_or_qps(range: BundleRange, input: &SplitInput, hashes: &[u64]) -> SplitO
     let mut points = Vec::new();
     for i in 1..entries.len() {
         let (hash, (rate, bytes)) = entries[i];
-        if acc_rate > max_rate
-            || acc_bytes > max_bytes
-            || acc_rate + rate > max_rate
-            || acc_bytes + bytes > max_bytes
-        {
+        if acc_rate > max_rate || acc_bytes > max_bytes || acc_rate + rate > max_rate || acc_bytes + bytes > max_bytes {
             let previous = entries[i - 1].0;
             points.push(previous + (hash - previous) / 2 + 1);
             acc_rate = rate;
@@ -329,36 +308,17 @@ mod tests {
 
     #[test]
     fn range_equally_divide_halves() {
-        let out = split_bundle(
-            BundleRange::FULL,
-            SplitAlgorithm::RangeEquallyDivide,
-            &SplitInput::default(),
-        )
-        .unwrap();
+        let out = split_bundle(BundleRange::FULL, SplitAlgorithm::RangeEquallyDivide, &SplitInput::default()).unwrap();
         assert_eq!(out, SplitOutcome::Split(vec![0x7fff_ffff]));
-        let children: Vec<String> = out
-            .children(BundleRange::FULL)
-            .iter()
-            .map(|r| r.to_string())
-            .collect();
+        let children: Vec<String> = out.children(BundleRange::FULL).iter().map(|r| r.to_string()).collect();
         assert_eq!(children, ["0x00000000_0x7fffffff", "0x7fffffff_0xffffffff"]);
         // The Pulsar docs' quick start: the full range, then its first half, gives 0x3fffffff.
         let first = BundleRange::parse("0x00000000_0x7fffffff").unwrap();
-        let out = split_bundle(
-            first,
-            SplitAlgorithm::RangeEquallyDivide,
-            &SplitInput::default(),
-        )
-        .unwrap();
+        let out = split_bundle(first, SplitAlgorithm::RangeEquallyDivide, &SplitInput::default()).unwrap();
         assert_eq!(out, SplitOutcome::Split(vec![0x3fff_ffff]));
         let tiny = BundleRange::new(5, 6).unwrap();
         assert!(matches!(
-            split_bundle(
-                tiny,
-                SplitAlgorithm::RangeEquallyDivide,
-                &SplitInput::default()
-            )
-            .unwrap(),
+            split_bundle(tiny, SplitAlgorithm::RangeEquallyDivide, &SplitInput::default()).unwrap(),
             SplitOutcome::NoSplit(_)
         ));
     }
@@ -377,10 +337,7 @@ mod tests {
         let out = split_bundle(range, SplitAlgorithm::TopicCountEquallyDivide, &input).unwrap();
         assert_eq!(out, SplitOutcome::Split(vec![expected]));
         let children = out.children(range);
-        let left = topics
-            .iter()
-            .filter(|t| children[0].contains(topic_hash(t)))
-            .count();
+        let left = topics.iter().filter(|t| children[0].contains(topic_hash(t))).count();
         assert_eq!(left, 2);
         let one = SplitInput {
             topics: topics[..1].to_vec(),
@@ -430,32 +387,19 @@ mod tests {
             ..Default::default()
         };
         let err = split_bundle(range, SplitAlgorithm::TopicCountEquallyDivide, &input).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("outside bundle 0x00000000_0x40000000"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("outside bundle 0x00000000_0x40000000"), "{err}");
     }
 
     #[test]
     fn flow_or_qps_cuts_runs_under_the_maxima() {
         let range = BundleRange::FULL;
         let topics = topics_in(range, 6);
-        let mut sorted: Vec<(u64, TopicName)> =
-            topics.iter().map(|t| (topic_hash(t), t.clone())).collect();
+        let mut sorted: Vec<(u64, TopicName)> = topics.iter().map(|t| (topic_hash(t), t.clone())).collect();
         sorted.sort_by_key(|(h, _)| *h);
         // 6 topics of 400 msg/s with a 1000 msg/s maximum: runs of 2, cut before topics 2 and 4.
         let traffic = topics
             .iter()
-            .map(|t| {
-                (
-                    t.full_name().to_owned(),
-                    TopicTraffic {
-                        msg_rate: 400.0,
-                        throughput: 1.0,
-                    },
-                )
-            })
+            .map(|t| (t.full_name().to_owned(), TopicTraffic { msg_rate: 400.0, throughput: 1.0 }))
             .collect();
         let input = SplitInput {
             topics: topics.clone(),
@@ -490,15 +434,8 @@ mod tests {
     fn split_children_cover_the_parent() {
         let bundles = NamespaceBundles::initial(4).unwrap();
         let range = bundles.ranges().nth(3).unwrap();
-        let out = split_bundle(
-            range,
-            SplitAlgorithm::RangeEquallyDivide,
-            &SplitInput::default(),
-        )
-        .unwrap();
-        let SplitOutcome::Split(points) = &out else {
-            panic!("{out:?}")
-        };
+        let out = split_bundle(range, SplitAlgorithm::RangeEquallyDivide, &SplitInput::default()).unwrap();
+        let SplitOutcome::Split(points) = &out else { panic!("{out:?}") };
         let after = bundles.split(range, points).unwrap();
         assert_eq!(after.len(), 5);
         let children = out.children(range);

@@ -352,20 +352,14 @@ pub fn parse_properties(text: &str) -> Vec<Property> {
         }
         let mut logical = trimmed.to_owned();
         // Continuation: an odd number of trailing backslashes.
-        while logical.ends_with('\\')
-            && (logical.len() - logical.trim_end_matches('\\').len()) % 2 == 1
-        {
+        while logical.ends_with('\\') && (logical.len() - logical.trim_end_matches('\\').len()) % 2 == 1 {
             logical.pop();
             match lines.next() {
                 Some((_, next)) => logical.push_str(next.trim_start()),
                 None => break,
             }
         }
-        let split_at = logical
-            .find(['=', ':'])
-            .into_iter()
-            .chain(logical.find(char::is_whitespace))
-            .min();
+        let split_at = logical.find(['=', ':']).into_iter().chain(logical.find(char::is_whitespace)).min();
         let (key, value) = match split_at {
             Some(i) => {
                 let key = &logical[..i];
@@ -409,10 +403,7 @@ impl Settings {
             if let Some(first) = seen.insert(p.key.clone(), p.line) {
                 warnings.push(ConfigWarning {
                     origin: Some(origin.clone()),
-                    message: format!(
-                        "{} is set again (first on line {first}); the last value wins",
-                        p.key
-                    ),
+                    message: format!("{} is set again (first on line {first}); the last value wins", p.key),
                 });
             }
             if p.value.is_empty() {
@@ -434,10 +425,7 @@ impl Settings {
                 }
                 None => warnings.push(ConfigWarning {
                     origin: Some(origin),
-                    message: format!(
-                        "unknown key {} (not a load-balancer setting; ignored)",
-                        p.key
-                    ),
+                    message: format!("unknown key {} (not a load-balancer setting; ignored)", p.key),
                 }),
             }
         }
@@ -445,19 +433,12 @@ impl Settings {
             file: file.to_owned(),
             line: 0,
         };
-        let origin_of = |key: &str| {
-            origins
-                .get(key)
-                .cloned()
-                .unwrap_or_else(|| no_origin.clone())
-        };
+        let origin_of = |key: &str| origins.get(key).cloned().unwrap_or_else(|| no_origin.clone());
         settings.validate(&origin_of)?;
-        let pairing = settings
-            .resolve()
-            .map_err(|message| ConfigError::Conflict {
-                origin: origin_of("loadBalancerLoadPlacementStrategy"),
-                message,
-            })?;
+        let pairing = settings.resolve().map_err(|message| ConfigError::Conflict {
+            origin: origin_of("loadBalancerLoadPlacementStrategy"),
+            message,
+        })?;
         warnings.extend(pairing.into_iter().map(|message| ConfigWarning {
             origin: None,
             message,
@@ -479,11 +460,7 @@ impl Settings {
     pub fn set_dynamic(&mut self, key: &str, value: &str) -> Result<(), String> {
         match Self::is_dynamic(key) {
             None => return Err(format!("unknown key {key}")),
-            Some(false) => {
-                return Err(format!(
-                    "{key} is not dynamic: change broker.conf and restart"
-                ))
-            }
+            Some(false) => return Err(format!("{key} is not dynamic: change broker.conf and restart")),
             Some(true) => {}
         }
         let mut candidate = self.clone();
@@ -491,11 +468,7 @@ impl Settings {
             Some((k, Ok(()))) => {
                 candidate.explicit.insert(k);
             }
-            Some((_, Err(expected))) => {
-                return Err(format!(
-                    "invalid value '{value}' for {key}: expected {expected}"
-                ))
-            }
+            Some((_, Err(expected))) => return Err(format!("invalid value '{value}' for {key}: expected {expected}")),
             None => return Err(format!("unknown key {key}")),
         }
         candidate
@@ -516,26 +489,11 @@ impl Settings {
             expected: expected.to_owned(),
         };
         let positive: [(&str, i64); 5] = [
-            (
-                "loadBalancerSheddingIntervalMinutes",
-                self.load_balancer_shedding_interval_minutes as i64,
-            ),
-            (
-                "loadBalancerResourceQuotaUpdateIntervalMinutes",
-                self.load_balancer_resource_quota_update_interval_minutes as i64,
-            ),
-            (
-                "loadBalancerHostUsageCheckIntervalMinutes",
-                self.load_balancer_host_usage_check_interval_minutes as i64,
-            ),
-            (
-                "loadBalancerReportUpdateMinIntervalMillis",
-                self.load_balancer_report_update_min_interval_millis as i64,
-            ),
-            (
-                "defaultNumberOfNamespaceBundles",
-                self.default_number_of_namespace_bundles as i64,
-            ),
+            ("loadBalancerSheddingIntervalMinutes", self.load_balancer_shedding_interval_minutes as i64),
+            ("loadBalancerResourceQuotaUpdateIntervalMinutes", self.load_balancer_resource_quota_update_interval_minutes as i64),
+            ("loadBalancerHostUsageCheckIntervalMinutes", self.load_balancer_host_usage_check_interval_minutes as i64),
+            ("loadBalancerReportUpdateMinIntervalMillis", self.load_balancer_report_update_min_interval_millis as i64),
+            ("defaultNumberOfNamespaceBundles", self.default_number_of_namespace_bundles as i64),
         ];
         for (key, v) in positive {
             if v <= 0 {
@@ -543,78 +501,34 @@ impl Settings {
             }
         }
         let non_negative: [(&str, f64); 9] = [
-            (
-                "loadBalancerSheddingGracePeriodMinutes",
-                self.load_balancer_shedding_grace_period_minutes as f64,
-            ),
-            (
-                "loadBalancerCPUResourceWeight",
-                self.load_balancer_cpu_resource_weight,
-            ),
-            (
-                "loadBalancerMemoryResourceWeight",
-                self.load_balancer_memory_resource_weight,
-            ),
-            (
-                "loadBalancerDirectMemoryResourceWeight",
-                self.load_balancer_direct_memory_resource_weight,
-            ),
-            (
-                "loadBalancerBandwidthInResourceWeight",
-                self.load_balancer_bandwidth_in_resource_weight,
-            ),
-            (
-                "loadBalancerBandwidthOutResourceWeight",
-                self.load_balancer_bandwidth_out_resource_weight,
-            ),
-            (
-                "loadBalancerBrokerOverloadedThresholdPercentage",
-                self.load_balancer_broker_overloaded_threshold_percentage as f64,
-            ),
-            (
-                "loadBalancerAvgShedderLowThreshold",
-                self.load_balancer_avg_shedder_low_threshold as f64,
-            ),
-            (
-                "loadBalancerAvgShedderHighThreshold",
-                self.load_balancer_avg_shedder_high_threshold as f64,
-            ),
+            ("loadBalancerSheddingGracePeriodMinutes", self.load_balancer_shedding_grace_period_minutes as f64),
+            ("loadBalancerCPUResourceWeight", self.load_balancer_cpu_resource_weight),
+            ("loadBalancerMemoryResourceWeight", self.load_balancer_memory_resource_weight),
+            ("loadBalancerDirectMemoryResourceWeight", self.load_balancer_direct_memory_resource_weight),
+            ("loadBalancerBandwidthInResourceWeight", self.load_balancer_bandwidth_in_resource_weight),
+            ("loadBalancerBandwidthOutResourceWeight", self.load_balancer_bandwidth_out_resource_weight),
+            ("loadBalancerBrokerOverloadedThresholdPercentage", self.load_balancer_broker_overloaded_threshold_percentage as f64),
+            ("loadBalancerAvgShedderLowThreshold", self.load_balancer_avg_shedder_low_threshold as f64),
+            ("loadBalancerAvgShedderHighThreshold", self.load_balancer_avg_shedder_high_threshold as f64),
         ];
         for (key, v) in non_negative {
             if v < 0.0 {
-                return Err(invalid(
-                    key,
-                    self.get(key).unwrap_or_default(),
-                    "a number of at least 0",
-                ));
+                return Err(invalid(key, self.get(key).unwrap_or_default(), "a number of at least 0"));
             }
         }
         let fractions: [(&str, f64, bool); 2] = [
-            (
-                "loadBalancerHistoryResourcePercentage",
-                self.load_balancer_history_resource_percentage,
-                true,
-            ),
+            ("loadBalancerHistoryResourcePercentage", self.load_balancer_history_resource_percentage, true),
             ("maxUnloadPercentage", self.max_unload_percentage, false),
         ];
         for (key, v, zero_ok) in fractions {
             if v > 1.0 || v < 0.0 || (!zero_ok && v == 0.0) {
-                let expected = if zero_ok {
-                    "a fraction from 0 to 1"
-                } else {
-                    "a fraction above 0 and at most 1"
-                };
+                let expected = if zero_ok { "a fraction from 0 to 1" } else { "a fraction above 0 and at most 1" };
                 return Err(invalid(key, self.get(key).unwrap_or_default(), expected));
             }
         }
         if let Some(gbps) = self.load_balancer_override_broker_nic_speed_gbps {
             if gbps <= 0.0 {
-                return Err(invalid(
-                    "loadBalancerOverrideBrokerNicSpeedGbps",
-                    self.get("loadBalancerOverrideBrokerNicSpeedGbps")
-                        .unwrap_or_default(),
-                    "a speed above 0 Gbit/s",
-                ));
+                return Err(invalid("loadBalancerOverrideBrokerNicSpeedGbps", self.get("loadBalancerOverrideBrokerNicSpeedGbps").unwrap_or_default(), "a speed above 0 Gbit/s"));
             }
         }
         if self.load_manager_class_name == LoadManagerKind::Simple {
@@ -624,9 +538,7 @@ impl Settings {
                 "ModularLoadManagerImpl or ExtensibleLoadManagerImpl (loadmgr does not implement the Simple load manager)",
             ));
         }
-        if self.topic_bundle_assignment_strategy
-            != "org.apache.pulsar.common.naming.ConsistentHashingTopicBundleAssigner"
-        {
+        if self.topic_bundle_assignment_strategy != "org.apache.pulsar.common.naming.ConsistentHashingTopicBundleAssigner" {
             return Err(invalid(
                 "topicBundleAssignmentStrategy",
                 self.topic_bundle_assignment_strategy.clone(),
@@ -635,11 +547,7 @@ impl Settings {
         }
         for name in &self.supported_namespace_bundle_split_algorithms {
             if name.parse::<SplitAlgorithm>().is_err() {
-                return Err(invalid(
-                    "supportedNamespaceBundleSplitAlgorithms",
-                    name.clone(),
-                    "split algorithm names",
-                ));
+                return Err(invalid("supportedNamespaceBundleSplitAlgorithms", name.clone(), "split algorithm names"));
             }
         }
         Ok(())
@@ -657,18 +565,12 @@ impl Settings {
     ///   must name the same class when the placement strategy is also a shedder).
     pub fn resolve(&mut self) -> Result<Vec<String>, String> {
         let mut warnings = Vec::new();
-        if self.load_balancer_bandwidth_in_resource_weight == 1.0
-            && self.load_balancer_bandwith_in_resource_weight != 1.0
-        {
-            self.load_balancer_bandwidth_in_resource_weight =
-                self.load_balancer_bandwith_in_resource_weight;
+        if self.load_balancer_bandwidth_in_resource_weight == 1.0 && self.load_balancer_bandwith_in_resource_weight != 1.0 {
+            self.load_balancer_bandwidth_in_resource_weight = self.load_balancer_bandwith_in_resource_weight;
             warnings.push("loadBalancerBandwithInResourceWeight is deprecated; use loadBalancerBandwidthInResourceWeight".into());
         }
-        if self.load_balancer_bandwidth_out_resource_weight == 1.0
-            && self.load_balancer_bandwith_out_resource_weight != 1.0
-        {
-            self.load_balancer_bandwidth_out_resource_weight =
-                self.load_balancer_bandwith_out_resource_weight;
+        if self.load_balancer_bandwidth_out_resource_weight == 1.0 && self.load_balancer_bandwith_out_resource_weight != 1.0 {
+            self.load_balancer_bandwidth_out_resource_weight = self.load_balancer_bandwith_out_resource_weight;
             warnings.push("loadBalancerBandwithOutResourceWeight is deprecated; use loadBalancerBandwidthOutResourceWeight".into());
         }
         if self.zoo_keeper_session_timeout_millis > 0 {
@@ -676,8 +578,7 @@ impl Settings {
             warnings.push("zooKeeperSessionTimeoutMillis is deprecated and overrides metadataStoreSessionTimeoutMillis".into());
         }
         if self.zoo_keeper_operation_timeout_seconds > 0 {
-            self.metadata_store_operation_timeout_seconds =
-                self.zoo_keeper_operation_timeout_seconds;
+            self.metadata_store_operation_timeout_seconds = self.zoo_keeper_operation_timeout_seconds;
             warnings.push("zooKeeperOperationTimeoutSeconds is deprecated and overrides metadataStoreOperationTimeoutSeconds".into());
         }
         if self.zoo_keeper_cache_expiry_seconds > 0 {
@@ -687,16 +588,13 @@ impl Settings {
         let shedder = self.load_balancer_load_shedding_strategy;
         let placement_explicit = self.is_explicit("loadBalancerLoadPlacementStrategy");
         if self.load_manager_class_name == LoadManagerKind::Extensible {
-            if shedder != ShedderKind::TransferShedder
-                && self.is_explicit("loadBalancerLoadSheddingStrategy")
-            {
+            if shedder != ShedderKind::TransferShedder && self.is_explicit("loadBalancerLoadSheddingStrategy") {
                 warnings.push(format!(
                     "the extensible load manager always uses TransferShedder; {shedder} is ignored"
                 ));
             }
             self.load_balancer_load_shedding_strategy = ShedderKind::TransferShedder;
-            self.load_balancer_load_placement_strategy =
-                PlacementKind::LeastResourceUsageWithWeight;
+            self.load_balancer_load_placement_strategy = PlacementKind::LeastResourceUsageWithWeight;
             return Ok(warnings);
         }
         let placement = self.load_balancer_load_placement_strategy;
@@ -743,9 +641,10 @@ impl Settings {
     /// is used when `advertisedAddress` is unset.
     pub fn broker_id(&self, host: &str) -> Result<String, String> {
         let address = self.advertised_address.as_deref().unwrap_or(host);
-        let port = self.web_service_port.or(self.web_service_port_tls).ok_or(
-            "neither webServicePort nor webServicePortTls is set: a broker needs one for its id",
-        )?;
+        let port = self
+            .web_service_port
+            .or(self.web_service_port_tls)
+            .ok_or("neither webServicePort nor webServicePortTls is set: a broker needs one for its id")?;
         Ok(format!("{address}:{port}"))
     }
 }
@@ -761,23 +660,14 @@ mod tests {
     #[test]
     fn defaults_follow_pulsar_5() {
         let s = load("").unwrap().settings;
-        assert_eq!(
-            s.load_balancer_load_shedding_strategy,
-            ShedderKind::AvgShedder
-        );
-        assert_eq!(
-            s.load_balancer_load_placement_strategy,
-            PlacementKind::AvgShedder
-        );
+        assert_eq!(s.load_balancer_load_shedding_strategy, ShedderKind::AvgShedder);
+        assert_eq!(s.load_balancer_load_placement_strategy, PlacementKind::AvgShedder);
         assert_eq!(s.max_unload_percentage, 0.5);
         assert!(!s.load_balancer_distribute_bundles_evenly_enabled);
         assert_eq!(s.default_number_of_namespace_bundles, 32);
         assert_eq!(s.load_balancer_resource_quota_update_interval_minutes, 15);
         assert_eq!(s.load_balancer_memory_resource_weight, 0.0);
-        assert_eq!(
-            s.get("loadBalancerHistoryResourcePercentage").as_deref(),
-            Some("0.9")
-        );
+        assert_eq!(s.get("loadBalancerHistoryResourcePercentage").as_deref(), Some("0.9"));
         assert!(s.entries().windows(2).all(|w| w[0].0 < w[1].0));
         assert_eq!(s.entries().len(), KEYS.len());
     }
@@ -785,50 +675,24 @@ mod tests {
     #[test]
     fn properties_syntax() {
         let props = parse_properties("# c\n! c\n\n a = 1 \nb:2\nc 3\nd=x\\\n  y\ne\nf=\n");
-        let pairs: Vec<(&str, &str, usize)> = props
-            .iter()
-            .map(|p| (p.key.as_str(), p.value.as_str(), p.line))
-            .collect();
-        assert_eq!(
-            pairs,
-            [
-                ("a", "1", 4),
-                ("b", "2", 5),
-                ("c", "3", 6),
-                ("d", "xy", 7),
-                ("e", "", 9),
-                ("f", "", 10)
-            ]
-        );
+        let pairs: Vec<(&str, &str, usize)> = props.iter().map(|p| (p.key.as_str(), p.value.as_str(), p.line)).collect();
+        assert_eq!(pairs, [("a", "1", 4), ("b", "2", 5), ("c", "3", 6), ("d", "xy", 7), ("e", "", 9), ("f", "", 10)]);
     }
 
     #[test]
     fn bad_values_name_file_line_key_value_and_expectation() {
-        let err = load("loadBalancerEnabled=true\nloadBalancerSheddingIntervalMinutes=soon\n")
-            .unwrap_err();
+        let err = load("loadBalancerEnabled=true\nloadBalancerSheddingIntervalMinutes=soon\n").unwrap_err();
         assert_eq!(
             err.to_string(),
             "broker.conf:2: invalid value 'soon' for loadBalancerSheddingIntervalMinutes: expected a whole number between -2147483648 and 2147483647"
         );
         let err = load("maxUnloadPercentage=1.5\n").unwrap_err().to_string();
-        assert!(
-            err.starts_with("broker.conf:1: invalid value '1.5' for maxUnloadPercentage"),
-            "{err}"
-        );
-        let err = load("loadBalancerLoadSheddingStrategy=FancyShedder\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("FancyShedder") && err.contains("ThresholdShedder"),
-            "{err}"
-        );
-        let err = load("defaultNamespaceBundleSplitAlgorithm=specified_positions_divide\n")
-            .unwrap_err()
-            .to_string();
+        assert!(err.starts_with("broker.conf:1: invalid value '1.5' for maxUnloadPercentage"), "{err}");
+        let err = load("loadBalancerLoadSheddingStrategy=FancyShedder\n").unwrap_err().to_string();
+        assert!(err.contains("FancyShedder") && err.contains("ThresholdShedder"), "{err}");
+        let err = load("defaultNamespaceBundleSplitAlgorithm=specified_positions_divide\n").unwrap_err().to_string();
         assert!(err.contains("admin-API only"), "{err}");
-        let err = load("loadBalancerSheddingIntervalMinutes=0\n")
-            .unwrap_err()
-            .to_string();
+        let err = load("loadBalancerSheddingIntervalMinutes=0\n").unwrap_err().to_string();
         assert!(err.contains("greater than 0"), "{err}");
     }
 
@@ -836,10 +700,7 @@ mod tests {
     fn unknown_and_duplicate_keys_warn() {
         let loaded = load("managedLedgerDefaultEnsembleSize=2\nloadBalancerSheddingEnabled=false\nloadBalancerSheddingEnabled=true\n").unwrap();
         let text: Vec<String> = loaded.warnings.iter().map(|w| w.to_string()).collect();
-        assert!(
-            text[0].starts_with("broker.conf:1: unknown key managedLedgerDefaultEnsembleSize"),
-            "{text:?}"
-        );
+        assert!(text[0].starts_with("broker.conf:1: unknown key managedLedgerDefaultEnsembleSize"), "{text:?}");
         assert!(text[1].contains("set again (first on line 2)"), "{text:?}");
         assert!(loaded.settings.load_balancer_shedding_enabled);
     }
@@ -847,117 +708,62 @@ mod tests {
     #[test]
     fn short_and_full_strategy_names() {
         let s = load("loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder\nloadBalancerLoadPlacementStrategy=LeastResourceUsageWithWeight\n").unwrap().settings;
-        assert_eq!(
-            s.load_balancer_load_shedding_strategy,
-            ShedderKind::ThresholdShedder
-        );
-        assert_eq!(
-            s.load_balancer_load_placement_strategy,
-            PlacementKind::LeastResourceUsageWithWeight
-        );
+        assert_eq!(s.load_balancer_load_shedding_strategy, ShedderKind::ThresholdShedder);
+        assert_eq!(s.load_balancer_load_placement_strategy, PlacementKind::LeastResourceUsageWithWeight);
     }
 
     #[test]
     fn pairing_rules_of_5_0() {
         // Classic shedder, placement left at default: falls back to LLTMR with a warning.
         let l = load("loadBalancerLoadSheddingStrategy=ThresholdShedder\n").unwrap();
-        assert_eq!(
-            l.settings.load_balancer_load_placement_strategy,
-            PlacementKind::LeastLongTermMessageRate
-        );
-        assert!(l
-            .warnings
-            .iter()
-            .any(|w| w.message.contains("falls back to LeastLongTermMessageRate")));
+        assert_eq!(l.settings.load_balancer_load_placement_strategy, PlacementKind::LeastLongTermMessageRate);
+        assert!(l.warnings.iter().any(|w| w.message.contains("falls back to LeastLongTermMessageRate")));
         // Explicit classic pairing: as configured, no pairing warning.
         let l = load("loadBalancerLoadSheddingStrategy=OverloadShedder\nloadBalancerLoadPlacementStrategy=LeastResourceUsageWithWeight\n").unwrap();
-        assert_eq!(
-            l.settings.load_balancer_load_placement_strategy,
-            PlacementKind::LeastResourceUsageWithWeight
-        );
+        assert_eq!(l.settings.load_balancer_load_placement_strategy, PlacementKind::LeastResourceUsageWithWeight);
         assert!(l.warnings.is_empty(), "{:?}", l.warnings);
         // AvgShedder with a different placement: accepted, warned.
         let l = load("loadBalancerLoadPlacementStrategy=LeastLongTermMessageRate\n").unwrap();
-        assert_eq!(
-            l.settings.load_balancer_load_shedding_strategy,
-            ShedderKind::AvgShedder
-        );
-        assert!(l
-            .warnings
-            .iter()
-            .any(|w| w.message.contains("not honoured")));
+        assert_eq!(l.settings.load_balancer_load_shedding_strategy, ShedderKind::AvgShedder);
+        assert!(l.warnings.iter().any(|w| w.message.contains("not honoured")));
         // AvgShedder placement with a classic shedder: refused.
         let err = load("loadBalancerLoadSheddingStrategy=ThresholdShedder\nloadBalancerLoadPlacementStrategy=AvgShedder\n").unwrap_err();
-        assert!(
-            matches!(err, ConfigError::Conflict { ref origin, .. } if origin.line == 2),
-            "{err}"
-        );
+        assert!(matches!(err, ConfigError::Conflict { ref origin, .. } if origin.line == 2), "{err}");
         // Extensible: TransferShedder whatever is configured.
         let l = load("loadManagerClassName=org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl\nloadBalancerLoadSheddingStrategy=ThresholdShedder\n").unwrap();
-        assert_eq!(
-            l.settings.load_balancer_load_shedding_strategy,
-            ShedderKind::TransferShedder
-        );
-        assert!(l
-            .warnings
-            .iter()
-            .any(|w| w.message.contains("always uses TransferShedder")));
+        assert_eq!(l.settings.load_balancer_load_shedding_strategy, ShedderKind::TransferShedder);
+        assert!(l.warnings.iter().any(|w| w.message.contains("always uses TransferShedder")));
         assert!(load("loadManagerClassName=org.apache.pulsar.broker.loadbalance.impl.SimpleLoadManagerImpl\n").is_err());
     }
 
     #[test]
     fn deprecated_spellings_are_honoured_like_java() {
-        let s = load("loadBalancerBandwithInResourceWeight=2.0\n")
-            .unwrap()
-            .settings;
+        let s = load("loadBalancerBandwithInResourceWeight=2.0\n").unwrap().settings;
         assert_eq!(s.resource_weights().bandwidth_in, 2.0);
-        let s = load(
-            "loadBalancerBandwithInResourceWeight=2.0\nloadBalancerBandwidthInResourceWeight=3.0\n",
-        )
-        .unwrap()
-        .settings;
+        let s = load("loadBalancerBandwithInResourceWeight=2.0\nloadBalancerBandwidthInResourceWeight=3.0\n").unwrap().settings;
         assert_eq!(s.resource_weights().bandwidth_in, 3.0);
-        let s = load("zooKeeperSessionTimeoutMillis=5000\n")
-            .unwrap()
-            .settings;
+        let s = load("zooKeeperSessionTimeoutMillis=5000\n").unwrap().settings;
         assert_eq!(s.metadata_store_session_timeout_millis, 5000);
     }
 
     #[test]
     fn dynamic_keys_and_runtime_changes() {
-        assert_eq!(
-            Settings::is_dynamic("loadBalancerSheddingEnabled"),
-            Some(true)
-        );
-        assert_eq!(
-            Settings::is_dynamic("loadBalancerResourceQuotaUpdateIntervalMinutes"),
-            Some(false)
-        );
+        assert_eq!(Settings::is_dynamic("loadBalancerSheddingEnabled"), Some(true));
+        assert_eq!(Settings::is_dynamic("loadBalancerResourceQuotaUpdateIntervalMinutes"), Some(false));
         assert_eq!(Settings::is_dynamic("nope"), None);
         let mut s = Settings::default();
-        s.set_dynamic("loadBalancerSheddingEnabled", "false")
-            .unwrap();
+        s.set_dynamic("loadBalancerSheddingEnabled", "false").unwrap();
         assert!(!s.load_balancer_shedding_enabled);
-        assert!(s
-            .set_dynamic("loadBalancerEnabled", "false")
-            .unwrap_err()
-            .contains("not dynamic"));
-        assert!(s
-            .set_dynamic("maxUnloadPercentage", "7")
-            .unwrap_err()
-            .contains("fraction"));
+        assert!(s.set_dynamic("loadBalancerEnabled", "false").unwrap_err().contains("not dynamic"));
+        assert!(s.set_dynamic("maxUnloadPercentage", "7").unwrap_err().contains("fraction"));
         assert_eq!(s.max_unload_percentage, 0.5);
     }
 
     #[test]
     fn broker_id_from_identity_keys() {
-        let s = load("advertisedAddress=broker-1.example\n")
-            .unwrap()
-            .settings;
+        let s = load("advertisedAddress=broker-1.example\n").unwrap().settings;
         assert_eq!(s.broker_id("ignored").unwrap(), "broker-1.example:8080");
-        let s = load("webServicePort=\nwebServicePortTls=8443\n")
-            .unwrap()
-            .settings;
+        let s = load("webServicePort=\nwebServicePortTls=8443\n").unwrap().settings;
         // A blank value keeps the default, so the plain port is still 8080.
         assert_eq!(s.broker_id("h").unwrap(), "h:8080");
         let mut s = Settings::default();

@@ -48,18 +48,10 @@ impl ShedderKind {
     pub const fn class_name(self) -> &'static str {
         match self {
             ShedderKind::AvgShedder => "org.apache.pulsar.broker.loadbalance.impl.AvgShedder",
-            ShedderKind::ThresholdShedder => {
-                "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder"
-            }
-            ShedderKind::OverloadShedder => {
-                "org.apache.pulsar.broker.loadbalance.impl.OverloadShedder"
-            }
-            ShedderKind::UniformLoadShedder => {
-                "org.apache.pulsar.broker.loadbalance.impl.UniformLoadShedder"
-            }
-            ShedderKind::TransferShedder => {
-                "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder"
-            }
+            ShedderKind::ThresholdShedder => "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder",
+            ShedderKind::OverloadShedder => "org.apache.pulsar.broker.loadbalance.impl.OverloadShedder",
+            ShedderKind::UniformLoadShedder => "org.apache.pulsar.broker.loadbalance.impl.UniformLoadShedder",
+            ShedderKind::TransferShedder => "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder",
         }
     }
 
@@ -67,9 +59,9 @@ impl ShedderKind {
     /// short form.
     pub fn from_class_name(text: &str) -> Option<Self> {
         let text = text.trim();
-        Self::ALL.into_iter().find(|k| {
-            k.class_name() == text || (!text.contains('.') && k.name().eq_ignore_ascii_case(text))
-        })
+        Self::ALL
+            .into_iter()
+            .find(|k| k.class_name() == text || (!text.contains('.') && k.name().eq_ignore_ascii_case(text)))
     }
 
     /// The default placement that goes with this shedder when the placement key is left unset (5.0 rule).
@@ -144,9 +136,9 @@ impl PlacementKind {
         if text == format!("{EXT_STRATEGY}LeastResourceUsageWithWeight") {
             return Some(PlacementKind::LeastResourceUsageWithWeight);
         }
-        Self::ALL.into_iter().find(|k| {
-            k.class_name() == text || (!text.contains('.') && k.name().eq_ignore_ascii_case(text))
-        })
+        Self::ALL
+            .into_iter()
+            .find(|k| k.class_name() == text || (!text.contains('.') && k.name().eq_ignore_ascii_case(text)))
     }
 
     pub(crate) fn expected() -> String {
@@ -176,41 +168,29 @@ pub enum LoadManagerKind {
 }
 
 impl LoadManagerKind {
-    const ALL: [LoadManagerKind; 3] = [
-        LoadManagerKind::Modular,
-        LoadManagerKind::Extensible,
-        LoadManagerKind::Simple,
-    ];
+    const ALL: [LoadManagerKind; 3] = [LoadManagerKind::Modular, LoadManagerKind::Extensible, LoadManagerKind::Simple];
 
     /// The Java class name.
     pub const fn class_name(self) -> &'static str {
         match self {
-            LoadManagerKind::Modular => {
-                "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
-            }
+            LoadManagerKind::Modular => "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
             LoadManagerKind::Extensible => {
                 "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
             }
-            LoadManagerKind::Simple => {
-                "org.apache.pulsar.broker.loadbalance.impl.SimpleLoadManagerImpl"
-            }
+            LoadManagerKind::Simple => "org.apache.pulsar.broker.loadbalance.impl.SimpleLoadManagerImpl",
         }
     }
 
     /// Accepts the class name or its short form.
     pub fn from_class_name(text: &str) -> Option<Self> {
         let text = text.trim();
-        Self::ALL.into_iter().find(|k| {
-            k.class_name() == text
-                || (!text.contains('.') && short_name(k.class_name()).eq_ignore_ascii_case(text))
-        })
+        Self::ALL
+            .into_iter()
+            .find(|k| k.class_name() == text || (!text.contains('.') && short_name(k.class_name()).eq_ignore_ascii_case(text)))
     }
 
     pub(crate) fn expected() -> String {
-        format!(
-            "a load manager class: {}",
-            Self::ALL.map(|k| k.class_name()).join(", ")
-        )
+        format!("a load manager class: {}", Self::ALL.map(|k| k.class_name()).join(", "))
     }
 }
 
@@ -224,10 +204,7 @@ mod tests {
             assert_eq!(ShedderKind::from_class_name(k.class_name()), Some(k));
             assert_eq!(ShedderKind::from_class_name(k.name()), Some(k));
         }
-        assert_eq!(
-            ShedderKind::from_class_name("avgshedder"),
-            Some(ShedderKind::AvgShedder)
-        );
+        assert_eq!(ShedderKind::from_class_name("avgshedder"), Some(ShedderKind::AvgShedder));
         assert_eq!(ShedderKind::from_class_name("com.example.AvgShedder"), None);
         assert_eq!(ShedderKind::from_class_name("DeviationShedder"), None);
         for k in PlacementKind::ALL {
@@ -238,10 +215,7 @@ mod tests {
             PlacementKind::from_class_name("org.apache.pulsar.broker.loadbalance.extensions.strategy.LeastResourceUsageWithWeight"),
             Some(PlacementKind::LeastResourceUsageWithWeight)
         );
-        assert_eq!(
-            LoadManagerKind::from_class_name("ModularLoadManagerImpl"),
-            Some(LoadManagerKind::Modular)
-        );
+        assert_eq!(LoadManagerKind::from_class_name("ModularLoadManagerImpl"), Some(LoadManagerKind::Modular));
         assert!(ShedderKind::expected().contains("ThresholdShedder"));
     }
 }

@@ -167,9 +167,7 @@ mod tests {
     #[test]
     fn scalar_values() {
         assert_eq!(bool::parse_setting("TRUE"), Ok(true));
-        assert!(bool::parse_setting("yes")
-            .unwrap_err()
-            .contains("true or false"));
+        assert!(bool::parse_setting("yes").unwrap_err().contains("true or false"));
         assert_eq!(i32::parse_setting("-5"), Ok(-5));
         assert!(i32::parse_setting("3000000000").is_err());
         assert!(i32::parse_setting("1.5").is_err());
@@ -181,14 +179,7 @@ mod tests {
         assert_eq!(Some(8080).render_setting(), "8080");
         let set = BTreeSet::<String>::parse_setting(" b, a ,,").unwrap();
         assert_eq!(set.render_setting(), "a,b");
-        assert_eq!(
-            Vec::<String>::parse_setting("z, y")
-                .unwrap()
-                .render_setting(),
-            "z,y"
-        );
-        assert!(SplitAlgorithm::parse_setting("specified_positions_divide")
-            .unwrap_err()
-            .contains("admin-API only"));
+        assert_eq!(Vec::<String>::parse_setting("z, y").unwrap().render_setting(), "z,y");
+        assert!(SplitAlgorithm::parse_setting("specified_positions_divide").unwrap_err().contains("admin-API only"));
     }
 }

@@ -196,11 +196,7 @@ impl TimeAverageBrokerData {
         bundle_data: &BTreeMap<String, BundleData>,
         default_stats: &NamespaceBundleStats,
     ) {
-        self.reset_with(
-            bundles,
-            |name| bundle_data.get(name).copied(),
-            default_stats,
-        );
+        self.reset_with(bundles, |name| bundle_data.get(name).copied(), default_stats);
     }
 
     /// [`Self::reset`] over any bundle-data lookup.
@@ -307,15 +303,9 @@ impl ResourceQuota {
 
     /// Java's `isValid()`: all five numbers strictly positive.
     pub fn is_valid(&self) -> bool {
-        [
-            self.msg_rate_in,
-            self.msg_rate_out,
-            self.bandwidth_in,
-            self.bandwidth_out,
-            self.memory,
-        ]
-        .iter()
-        .all(|v| *v > 0.0)
+        [self.msg_rate_in, self.msg_rate_out, self.bandwidth_in, self.bandwidth_out, self.memory]
+            .iter()
+            .all(|v| *v > 0.0)
     }
 }
 

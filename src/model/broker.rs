@@ -328,11 +328,7 @@ impl LocalBrokerData {
 
     /// Java's `update(SystemResourceUsage, Map<String, NamespaceBundleStats>)`: copies the host usage, records
     /// gained and lost bundles (accumulating until [`Self::clean_deltas`]) and recomputes the sums.
-    pub fn update(
-        &mut self,
-        usage: &SystemResourceUsage,
-        stats: BTreeMap<String, NamespaceBundleStats>,
-    ) {
+    pub fn update(&mut self, usage: &SystemResourceUsage, stats: BTreeMap<String, NamespaceBundleStats>) {
         self.cpu = usage.cpu;
         self.memory = usage.memory;
         self.direct_memory = usage.direct_memory;
@@ -450,10 +446,7 @@ impl Serialize for LocalBrokerData {
         opt(&mut s, "pulsarServiceUrl", &self.pulsar_service_url)?;
         opt(&mut s, "pulsarServiceUrlTls", &self.pulsar_service_url_tls)?;
         s.serialize_field("persistentTopicsEnabled", &self.persistent_topics_enabled)?;
-        s.serialize_field(
-            "nonPersistentTopicsEnabled",
-            &self.non_persistent_topics_enabled,
-        )?;
+        s.serialize_field("nonPersistentTopicsEnabled", &self.non_persistent_topics_enabled)?;
         s.serialize_field("cpu", &self.cpu)?;
         s.serialize_field("memory", &self.memory)?;
         s.serialize_field("directMemory", &self.direct_memory)?;
@@ -475,11 +468,7 @@ impl Serialize for LocalBrokerData {
         opt(&mut s, "brokerVersionString", &self.broker_version_string)?;
         s.serialize_field("protocols", &self.protocols)?;
         s.serialize_field("advertisedListeners", &self.advertised_listeners)?;
-        opt(
-            &mut s,
-            "loadManagerClassName",
-            &self.load_manager_class_name,
-        )?;
+        opt(&mut s, "loadManagerClassName", &self.load_manager_class_name)?;
         match self.start_timestamp {
             Some(t) => s.serialize_field("startTimestamp", &t)?,
             None => s.skip_field("startTimestamp")?,
@@ -514,10 +503,7 @@ mod tests {
         assert_eq!(ResourceUsage::new(5.0, 0.0).percent_usage(), 0.0);
         assert_eq!(ResourceUsage::new(5.0, -1.0).percent_usage(), 0.0);
         // float, not double: 1/3 in f32 precision.
-        assert_eq!(
-            ResourceUsage::new(1.0, 3.0).percent_usage(),
-            (1.0f32 / 3.0f32) * 100.0
-        );
+        assert_eq!(ResourceUsage::new(1.0, 3.0).percent_usage(), (1.0f32 / 3.0f32) * 100.0);
     }
 
     #[test]
@@ -550,11 +536,7 @@ mod tests {
             cpu: ResourceUsage::new(50.0, 200.0),
             ..Default::default()
         };
-        let first: BTreeMap<_, _> = [
-            ("t/n/a".to_owned(), stats(10.0, 2)),
-            ("t/n/b".to_owned(), stats(5.0, 1)),
-        ]
-        .into();
+        let first: BTreeMap<_, _> = [("t/n/a".to_owned(), stats(10.0, 2)), ("t/n/b".to_owned(), stats(5.0, 1))].into();
         data.update(&usage, first);
         assert_eq!(data.num_bundles, 2);
         assert_eq!(data.num_topics, 3);
@@ -565,21 +547,11 @@ mod tests {
         assert_eq!(data.cpu, usage.cpu);
         assert_eq!(data.last_bundle_gains.len(), 2);
         data.clean_deltas();
-        let second: BTreeMap<_, _> = [
-            ("t/n/b".to_owned(), stats(5.0, 1)),
-            ("t/n/c".to_owned(), stats(1.0, 1)),
-        ]
-        .into();
+        let second: BTreeMap<_, _> = [("t/n/b".to_owned(), stats(5.0, 1)), ("t/n/c".to_owned(), stats(1.0, 1))].into();
         data.update(&usage, second);
         assert_eq!(data.last_bundle_gains, BTreeSet::from(["t/n/c".to_owned()]));
-        assert_eq!(
-            data.last_bundle_losses,
-            BTreeSet::from(["t/n/a".to_owned()])
-        );
-        assert_eq!(
-            data.bundles,
-            BTreeSet::from(["t/n/b".to_owned(), "t/n/c".to_owned()])
-        );
+        assert_eq!(data.last_bundle_losses, BTreeSet::from(["t/n/a".to_owned()]));
+        assert_eq!(data.bundles, BTreeSet::from(["t/n/b".to_owned(), "t/n/c".to_owned()]));
         assert_eq!(data.msg_rate_in, 6.0);
         let mut copy = LocalBrokerData::default();
         copy.update_from(&data);
@@ -598,24 +570,13 @@ mod tests {
             ..Default::default()
         };
         let text = to_json_string(&data);
-        assert!(
-            text.starts_with(
-                r#"{"webServiceUrl":"http://b1:8080","persistentTopicsEnabled":true,"#
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#""bandwidthIn":{"usage":5120.0,"limit":1.048576E7}"#),
-            "{text}"
-        );
+        assert!(text.starts_with(r#"{"webServiceUrl":"http://b1:8080","persistentTopicsEnabled":true,"#), "{text}");
+        assert!(text.contains(r#""bandwidthIn":{"usage":5120.0,"limit":1.048576E7}"#), "{text}");
         assert!(
             text.ends_with(r#""advertisedListeners":{},"loadManagerClassName":"org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl","maxResourceUsage":0.09375,"loadReportType":"LocalBrokerData"}"#),
             "{text}"
         );
-        assert!(
-            !text.contains("bundleStats"),
-            "3.x brokers no longer write bundleStats: {text}"
-        );
+        assert!(!text.contains("bundleStats"), "3.x brokers no longer write bundleStats: {text}");
         assert!(!text.contains("webServiceUrlTls"));
         assert!(!text.contains("brokerVersionString"));
         let back: LocalBrokerData = serde_json::from_str(&text).unwrap();
@@ -624,8 +585,7 @@ mod tests {
 
     #[test]
     fn missing_keys_take_java_defaults() {
-        let data: LocalBrokerData =
-            serde_json::from_str(r#"{"cpu":{"usage":1.0},"somethingNew":[1,2]}"#).unwrap();
+        let data: LocalBrokerData = serde_json::from_str(r#"{"cpu":{"usage":1.0},"somethingNew":[1,2]}"#).unwrap();
         assert!(data.persistent_topics_enabled && data.non_persistent_topics_enabled);
         assert_eq!(data.cpu, ResourceUsage::new(1.0, 0.0));
         assert!(data.last_stats.is_empty());

@@ -31,12 +31,7 @@ pub fn format_java_double(value: f64) -> String {
         return if value > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
     }
     if value == 0.0 {
-        return if value.is_sign_negative() {
-            "-0.0"
-        } else {
-            "0.0"
-        }
-        .to_owned();
+        return if value.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
     }
     let magnitude = value.abs();
     if (1e-3..1e7).contains(&magnitude) {
@@ -271,11 +266,7 @@ mod tests {
             (f64::NEG_INFINITY, "-Infinity"),
         ];
         for (value, expected) in cases {
-            assert_eq!(
-                format_java_double(*value),
-                *expected,
-                "formatting {value:?}"
-            );
+            assert_eq!(format_java_double(*value), *expected, "formatting {value:?}");
         }
     }
 

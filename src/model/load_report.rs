@@ -100,8 +100,7 @@ impl LoadManagerReport {
 
 /// Whether a parsed broker node is a Simple-load-manager `LoadReport` (Pulsar's selector rule).
 pub fn is_simple_load_report(value: &serde_json::Value) -> bool {
-    value.get("loadReportType").and_then(|v| v.as_str()) == Some("LoadReport")
-        || value.get("underLoaded").is_some()
+    value.get("loadReportType").and_then(|v| v.as_str()) == Some("LoadReport") || value.get("underLoaded").is_some()
 }
 
 #[cfg(test)]
@@ -118,17 +117,12 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let typed =
-            LoadManagerReport::from_slice(br#"{"loadReportType":"LoadReport","allocatedCPU":1.5}"#)
-                .unwrap();
+        let typed = LoadManagerReport::from_slice(br#"{"loadReportType":"LoadReport","allocatedCPU":1.5}"#).unwrap();
         match typed {
             LoadManagerReport::Simple(r) => assert_eq!(r.other["allocatedCPU"], 1.5),
             other => panic!("{other:?}"),
         }
-        let modular = LoadManagerReport::from_slice(
-            br#"{"cpu":{"usage":1.0,"limit":4.0},"loadReportType":"LocalBrokerData"}"#,
-        )
-        .unwrap();
+        let modular = LoadManagerReport::from_slice(br#"{"cpu":{"usage":1.0,"limit":4.0},"loadReportType":"LocalBrokerData"}"#).unwrap();
         assert!(matches!(modular, LoadManagerReport::Modular(_)));
     }
 }

@@ -112,9 +112,7 @@ impl NodeType {
     /// The JSON Schema text of `metadata-schemas/<Name>.schema.json`.
     pub const fn schema_text(self) -> &'static str {
         match self {
-            NodeType::LocalBrokerData => {
-                include_str!("../../metadata-schemas/LocalBrokerData.schema.json")
-            }
+            NodeType::LocalBrokerData => include_str!("../../metadata-schemas/LocalBrokerData.schema.json"),
             NodeType::LoadReport => include_str!("../../metadata-schemas/LoadReport.schema.json"),
             NodeType::TimeAverageMessageData => {
                 include_str!("../../metadata-schemas/TimeAverageMessageData.schema.json")
@@ -123,19 +121,13 @@ impl NodeType {
             NodeType::TimeAverageBrokerData => {
                 include_str!("../../metadata-schemas/TimeAverageBrokerData.schema.json")
             }
-            NodeType::ResourceQuota => {
-                include_str!("../../metadata-schemas/ResourceQuota.schema.json")
-            }
-            NodeType::LeaderBroker => {
-                include_str!("../../metadata-schemas/LeaderBroker.schema.json")
-            }
+            NodeType::ResourceQuota => include_str!("../../metadata-schemas/ResourceQuota.schema.json"),
+            NodeType::LeaderBroker => include_str!("../../metadata-schemas/LeaderBroker.schema.json"),
             NodeType::NamespaceEphemeralData => {
                 include_str!("../../metadata-schemas/NamespaceEphemeralData.schema.json")
             }
             NodeType::BundlesData => include_str!("../../metadata-schemas/BundlesData.schema.json"),
-            NodeType::LocalPolicies => {
-                include_str!("../../metadata-schemas/LocalPolicies.schema.json")
-            }
+            NodeType::LocalPolicies => include_str!("../../metadata-schemas/LocalPolicies.schema.json"),
         }
     }
 
@@ -151,10 +143,7 @@ impl NodeType {
                 })
                 .collect()
         });
-        let index = NodeType::ALL
-            .iter()
-            .position(|t| *t == self)
-            .expect("in ALL");
+        let index = NodeType::ALL.iter().position(|t| *t == self).expect("in ALL");
         &all[index]
     }
 
@@ -194,28 +183,17 @@ impl NodeType {
             Some(NodeType::LocalBrokerData)
         } else if has("shortTermData") || has("longTermData") {
             Some(NodeType::BundleData)
-        } else if obj
-            .keys()
-            .any(|k| k.starts_with("shortTermMsg") || k.starts_with("longTermMsg"))
-        {
+        } else if obj.keys().any(|k| k.starts_with("shortTermMsg") || k.starts_with("longTermMsg")) {
             Some(NodeType::TimeAverageBrokerData)
         } else if has("maxSamples") || has("numSamples") {
             Some(NodeType::TimeAverageMessageData)
         } else if has("dynamic") || (has("bandwidthIn") && has("memory")) {
             Some(NodeType::ResourceQuota)
-        } else if has("nativeUrl")
-            || has("httpUrl")
-            || has("nativeUrlTls")
-            || has("httpUrlTls")
-            || has("disabled")
-        {
+        } else if has("nativeUrl") || has("httpUrl") || has("nativeUrlTls") || has("httpUrlTls") || has("disabled") {
             Some(NodeType::NamespaceEphemeralData)
         } else if has("boundaries") {
             Some(NodeType::BundlesData)
-        } else if obj
-            .get("bundles")
-            .is_some_and(|b| b.get("boundaries").is_some())
-        {
+        } else if obj.get("bundles").is_some_and(|b| b.get("boundaries").is_some()) {
             Some(NodeType::LocalPolicies)
         } else if has("brokerId") || has("serviceUrl") {
             Some(NodeType::LeaderBroker)
@@ -241,36 +219,22 @@ impl NodeType {
         };
         use json::to_json_string as w;
         Ok(match self {
-            NodeType::LocalBrokerData => {
-                w(&serde_json::from_value::<LocalBrokerData>(value).map_err(decode)?)
-            }
-            NodeType::LoadReport => {
-                w(&serde_json::from_value::<LoadReport>(value).map_err(decode)?)
-            }
+            NodeType::LocalBrokerData => w(&serde_json::from_value::<LocalBrokerData>(value).map_err(decode)?),
+            NodeType::LoadReport => w(&serde_json::from_value::<LoadReport>(value).map_err(decode)?),
             NodeType::TimeAverageMessageData => {
                 w(&serde_json::from_value::<TimeAverageMessageData>(value).map_err(decode)?)
             }
-            NodeType::BundleData => {
-                w(&serde_json::from_value::<BundleData>(value).map_err(decode)?)
-            }
+            NodeType::BundleData => w(&serde_json::from_value::<BundleData>(value).map_err(decode)?),
             NodeType::TimeAverageBrokerData => {
                 w(&serde_json::from_value::<TimeAverageBrokerData>(value).map_err(decode)?)
             }
-            NodeType::ResourceQuota => {
-                w(&serde_json::from_value::<ResourceQuota>(value).map_err(decode)?)
-            }
-            NodeType::LeaderBroker => {
-                w(&serde_json::from_value::<LeaderBroker>(value).map_err(decode)?)
-            }
+            NodeType::ResourceQuota => w(&serde_json::from_value::<ResourceQuota>(value).map_err(decode)?),
+            NodeType::LeaderBroker => w(&serde_json::from_value::<LeaderBroker>(value).map_err(decode)?),
             NodeType::NamespaceEphemeralData => {
                 w(&serde_json::from_value::<NamespaceEphemeralData>(value).map_err(decode)?)
             }
-            NodeType::BundlesData => {
-                w(&serde_json::from_value::<BundlesData>(value).map_err(decode)?)
-            }
-            NodeType::LocalPolicies => {
-                w(&serde_json::from_value::<LocalPolicies>(value).map_err(decode)?)
-            }
+            NodeType::BundlesData => w(&serde_json::from_value::<BundlesData>(value).map_err(decode)?),
+            NodeType::LocalPolicies => w(&serde_json::from_value::<LocalPolicies>(value).map_err(decode)?),
         })
     }
 }
@@ -296,10 +260,7 @@ impl FromStr for NodeType {
             .find(|t| t.name().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
                 let names: Vec<&str> = NodeType::ALL.iter().map(|t| t.name()).collect();
-                format!(
-                    "unknown node type '{s}'; expected one of {}",
-                    names.join(", ")
-                )
+                format!("unknown node type '{s}'; expected one of {}", names.join(", "))
             })
     }
 }
@@ -313,20 +274,11 @@ mod tests {
         for t in NodeType::ALL {
             let schema: serde_json::Value = serde_json::from_str(t.schema_text()).unwrap();
             assert_eq!(schema["title"], t.name());
-            assert_eq!(
-                schema["$schema"],
-                "https://json-schema.org/draft/2020-12/schema"
-            );
-            t.validate(&serde_json::json!({}))
-                .err()
-                .map(|_| ())
-                .unwrap_or(());
+            assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
+            t.validate(&serde_json::json!({})).err().map(|_| ()).unwrap_or(());
             assert_eq!(t.name().parse::<NodeType>().unwrap(), t);
         }
-        assert!("Nope"
-            .parse::<NodeType>()
-            .unwrap_err()
-            .contains("LocalBrokerData"));
+        assert!("Nope".parse::<NodeType>().unwrap_err().contains("LocalBrokerData"));
     }
 
     #[test]
@@ -335,17 +287,11 @@ mod tests {
             (r#"{"cpu":{},"bandwidthIn":{}}"#, NodeType::LocalBrokerData),
             (r#"{"underLoaded":false}"#, NodeType::LoadReport),
             (r#"{"shortTermData":{}}"#, NodeType::BundleData),
-            (
-                r#"{"longTermMsgRateIn":1}"#,
-                NodeType::TimeAverageBrokerData,
-            ),
+            (r#"{"longTermMsgRateIn":1}"#, NodeType::TimeAverageBrokerData),
             (r#"{"maxSamples":10}"#, NodeType::TimeAverageMessageData),
             (r#"{"msgRateIn":1,"dynamic":true}"#, NodeType::ResourceQuota),
             (r#"{"serviceUrl":"http://a:1"}"#, NodeType::LeaderBroker),
-            (
-                r#"{"nativeUrl":"pulsar://a:1"}"#,
-                NodeType::NamespaceEphemeralData,
-            ),
+            (r#"{"nativeUrl":"pulsar://a:1"}"#, NodeType::NamespaceEphemeralData),
             (r#"{"boundaries":[]}"#, NodeType::BundlesData),
             (r#"{"bundles":{"boundaries":[]}}"#, NodeType::LocalPolicies),
         ];
@@ -360,10 +306,7 @@ mod tests {
     #[test]
     fn schema_errors_name_the_pointer() {
         let v = serde_json::json!({"cpu": {"usage": "high"}, "numTopics": 1.5});
-        let err = NodeType::LocalBrokerData
-            .validate(&v)
-            .unwrap_err()
-            .to_string();
+        let err = NodeType::LocalBrokerData.validate(&v).unwrap_err().to_string();
         assert!(err.contains("/cpu/usage"), "{err}");
         assert!(err.contains("/numTopics"), "{err}");
     }

@@ -38,11 +38,7 @@ impl LeaderBroker {
             return Some(id);
         }
         let url = self.service_url.as_deref()?;
-        Some(
-            url.split_once("://")
-                .map_or(url, |(_, rest)| rest)
-                .trim_end_matches('/'),
-        )
+        Some(url.split_once("://").map_or(url, |(_, rest)| rest).trim_end_matches('/'))
     }
 }
 
@@ -109,12 +105,9 @@ mod tests {
 
     #[test]
     fn leader_broker_both_forms() {
-        let new: LeaderBroker =
-            serde_json::from_str(r#"{"brokerId":"b1:8080","serviceUrl":"http://b1:8080"}"#)
-                .unwrap();
+        let new: LeaderBroker = serde_json::from_str(r#"{"brokerId":"b1:8080","serviceUrl":"http://b1:8080"}"#).unwrap();
         assert_eq!(new.broker_id(), Some("b1:8080"));
-        let old: LeaderBroker =
-            serde_json::from_str(r#"{"serviceUrl":"http://b2.example:8080"}"#).unwrap();
+        let old: LeaderBroker = serde_json::from_str(r#"{"serviceUrl":"http://b2.example:8080"}"#).unwrap();
         assert_eq!(old.broker_id(), Some("b2.example:8080"));
         assert_eq!(
             to_json_string(&LeaderBroker::new("b1:8080", "http://b1:8080")),
