@@ -26,31 +26,37 @@ pub struct LeastResourceUsage {
     ema: BTreeMap<String, f64>,
 }
 
-fn pick_reason(
-    name: &str,
-    ctx: &PlacementContext<'_>,
-    best: &[usize],
+/// What a pick is explained with.
+struct PickFacts<'a> {
+    name: &'a str,
+    broker: &'a str,
+    best: usize,
     all: usize,
     avg: f64,
     diff: f64,
-    pick: usize,
-    ema: f64,
-) -> String {
-    if best.len() == all && all > 1 {
+    usage: f64,
+}
+
+fn pick_reason(f: PickFacts<'_>) -> String {
+    if f.best == f.all && f.all > 1 {
         format!(
-            "{name}: no broker is {} below the average {}%; {} is random among all {all} candidates",
-            format!("{}%", num(diff * 100.0)),
-            num(avg * 100.0),
-            ctx.brokers[pick].id
+            "{}: no broker is {}% below the average {}%; {} is random among all {} candidates",
+            f.name,
+            num(f.diff * 100.0),
+            num(f.avg * 100.0),
+            f.broker,
+            f.all
         )
     } else {
         format!(
-            "{name}: {} usage {}% + {}% <= average {}%; random among {} best of {all}",
-            ctx.brokers[pick].id,
-            num(ema * 100.0),
-            num(diff * 100.0),
-            num(avg * 100.0),
-            best.len()
+            "{}: {} usage {}% + {}% <= average {}%; random among {} best of {}",
+            f.name,
+            f.broker,
+            num(f.usage * 100.0),
+            num(f.diff * 100.0),
+            num(f.avg * 100.0),
+            f.best,
+            f.all
         )
     }
 }
@@ -109,16 +115,15 @@ impl LeastResourceUsage {
         let pick = best[rng.random_range(0..best.len())];
         Some((
             pick,
-            pick_reason(
-                "LeastResourceUsageWithWeight",
-                ctx,
-                &best,
-                candidates.len(),
+            pick_reason(PickFacts {
+                name: "LeastResourceUsageWithWeight",
+                broker: ctx.brokers[pick].id,
+                best: best.len(),
+                all: candidates.len(),
                 avg,
                 diff,
-                pick,
-                usage(pick),
-            ),
+                usage: usage(pick),
+            }),
         ))
     }
 
@@ -175,16 +180,15 @@ impl ExtensibleLeastResourceUsage {
             .map_or(f64::NAN, |e| e.weighted_max_ema);
         Some((
             pick,
-            pick_reason(
-                "LeastResourceUsageWithWeight(extensible)",
-                ctx,
-                &best,
-                candidates.len(),
+            pick_reason(PickFacts {
+                name: "LeastResourceUsageWithWeight(extensible)",
+                broker: ctx.brokers[pick].id,
+                best: best.len(),
+                all: candidates.len(),
                 avg,
                 diff,
-                pick,
-                ema,
-            ),
+                usage: ema,
+            }),
         ))
     }
 }
