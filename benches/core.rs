@@ -66,6 +66,32 @@ fn bench_cycles(c: &mut Criterion) {
     let mut group = c.benchmark_group("shedding_cycle_1000x100000");
     group.sample_size(10);
     for kind in ShedderKind::ALL {
+        {
+            let mut l = load.clone();
+            let mut st = Strategies::new(
+                kind,
+                kind.default_placement(),
+                kind == ShedderKind::TransferShedder,
+            );
+            let mut rng = StdRng::seed_from_u64(1);
+            run_shedding_cycle(
+                &mut l,
+                &settings,
+                &policies,
+                &mut st,
+                NOW - 60_000,
+                &mut rng,
+            );
+            let t = std::time::Instant::now();
+            let plan = run_shedding_cycle(&mut l, &settings, &policies, &mut st, NOW, &mut rng);
+            eprintln!(
+                "{}: {} unloads, {} skipped, second cycle {:?}",
+                kind.name(),
+                plan.unloads.len(),
+                plan.skipped.len(),
+                t.elapsed()
+            );
+        }
         group.bench_function(kind.name(), |b| {
             b.iter_batched(
                 || {

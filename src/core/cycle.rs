@@ -125,13 +125,9 @@ pub fn run_shedding_cycle(
             continue;
         }
         let source_idx = ctx.index_of(&c.source);
-        let (policy_candidates, _) = filters::namespace_policy_candidates(&ctx, &c.bundle);
-        let others: Vec<usize> = policy_candidates
-            .iter()
-            .copied()
-            .filter(|i| Some(*i) != source_idx)
-            .collect();
-        if others.is_empty() {
+        let cands = ctx.candidates(&c.bundle);
+        let policy_candidates = &cands.base;
+        if !policy_candidates.iter().any(|i| Some(*i) != source_idx) {
             plan.skipped.push(Skipped::new(
                 c.bundle,
                 "no unload: the namespace policies allow no other broker",
@@ -139,7 +135,7 @@ pub fn run_shedding_cycle(
             continue;
         }
         if let Err(why) =
-            filters::anti_affinity_allows_unload(&ctx, &c.bundle, &c.source, &policy_candidates)
+            filters::anti_affinity_allows_unload(&ctx, &c.bundle, &c.source, policy_candidates)
         {
             plan.skipped.push(Skipped::new(c.bundle, why));
             continue;

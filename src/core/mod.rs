@@ -36,6 +36,54 @@
 //! (PRs #22888/#22889, merged 2024) made the resource weights apply to them. loadmgr follows PIP-358 and uses the
 //! five-weight form with the configured weights for both (with default weights this equals the four-weight form,
 //! i.e. the unweighted max minus heap memory, which Pulsar 3.0+ no longer reports as a load item).
+//!
+//! # Decisions on items the reference marks UNVERIFIED (checked against apache/pulsar sources and tests)
+//!
+//! * **Weight forms.** ThresholdShedder: five-weight form with the configured weights (the newest Java copy
+//!   available reads it so). OverloadShedder and LeastLongTermMessageRate: weighted per PIP-358 (PR #22888,
+//!   merged). AvgShedder, modular LeastResourceUsageWithWeight (newest copy read) and the overload re-check:
+//!   four-weight form.
+//! * **Usage above 100 %.** ThresholdShedder recomputes with the "within limit" variant (PR #16937); the revert
+//!   discussed in issue #18598 is not in the newest copy read, so it is kept.
+//! * **`atLeastOneBundleSelected`.** The Threshold/Overload shedders read use a local flag that always takes at
+//!   least one bundle; the setting itself is not consulted, and loadmgr does the same.
+//! * **Shared brokers.** `NamespaceIsolationPolicies.isSharedBroker`: a broker is shared unless some policy
+//!   lists its host as *primary* (read). `min_available` fail-over adds secondaries when fewer than `min_limit`
+//!   primaries are available.
+//! * **`BrokerLoadManagerClassFilter`.** Brokers whose `loadManagerClassName` differs from ours — including
+//!   brokers reporting none — are dropped; an empty result falls back to the policy candidates (pipeline step 7).
+//! * **AvgShedder 5.0.** The 5.0 code was not available; the plan lifetime, replacement and random-assignment
+//!   rules follow the 5.0 docs and PR #26246/#26609 text. Broker sort: exact double comparison (newest Java)
+//!   rather than 3.x/4.x's `(int)(s1 − s2)`.
+//! * **UniformLoadShedder zero-traffic bundles.** Not taken (PR #21214 and the Java test
+//!   `testFilterOutNonTrafficBundlesForUnloading`; the newest source copy read lacks the filter).
+//! * **TransferShedder.** Newest source read (hit count, swaps, `msgThroughputEMA` underload test); bundles with
+//!   zero throughput are skipped in the shedder loop (PR #23626). The extensible `BrokerLoadData` EMAs are
+//!   computed leader-side from modular reports ([`extensible`]).
+//! * **Split selection.** Bundles with fewer than two topics are skipped (`BundleSplitterTaskTest`), sessions
+//!   count only when `loadBalancerNamespaceBundleMaxSessions > 0`.
+//! * **Preallocations** are dropped when the broker's report lists the bundle, or when the broker vanishes.
+//!   Pulsar's extra condition (the bundle is not among the *leader's own* service units) is not reproduced.
+//!
+//! # Java bugs fixed (listed so operators know where loadmgr differs)
+//!
+//! * TransferShedder counts swapped traffic in `trafficMarkedToGain` only in debug mode; loadmgr always does.
+//! * A topic hash of exactly `0xffffffff` belongs to the last bundle (Java indexes one past the end) — in
+//!   [`crate::bundle`].
+//! * UniformLoadShedder no longer sheds bundles without traffic.
+//!
+//! # Java quirks kept because they shape behaviour
+//!
+//! * AvgShedder's hit counters belong to brokers, not pairs.
+//! * UniformLoadShedder's integer budgets (`MutableInt`, truncation per bundle, saturation at 2^31 − 1).
+//! * ThresholdShedder advances its moving averages a second time in a lower-boundary pass.
+//! * Modular LeastResourceUsageWithWeight advances its moving average once per placement call.
+//!
+//! # Deliberate differences
+//!
+//! * Aggregation samples the bundles of the broker whose report arrived, not every bundle on every
+//!   notification ([`load_data`]); [`LoadData::resample_all`] is Pulsar's full pass.
+//! * Ties and random choices are deterministic (see *Determinism*).
 
 pub mod explain;
 pub mod extensible;

@@ -26,7 +26,10 @@ pub(super) fn select(
     let score = |i: usize| ctx.brokers[i].w4 * 100.0;
     let not_source = |i: &usize| Some(ctx.brokers[*i].id) != source;
     if let Some(p) = planned {
-        match ctx.index_of(p).filter(|i| candidates.contains(i)) {
+        match ctx
+            .index_of(p)
+            .filter(|i| candidates.binary_search(i).is_ok())
+        {
             Some(pi) => {
                 if score(pi) > threshold {
                     let healthy: Vec<usize> = candidates

@@ -54,17 +54,16 @@ pub(super) fn select(
     candidates: &[usize],
     rng: &mut StdRng,
 ) -> Option<(usize, String)> {
-    let scores: Vec<f64> = candidates.iter().map(|i| score(ctx, *i)).collect();
-    let min = scores
+    let all = ctx.lltmr_scores();
+    let min = candidates
         .iter()
-        .copied()
+        .map(|i| all[*i])
         .filter(|s| !s.is_nan())
         .fold(f64::INFINITY, f64::min);
     let best: Vec<usize> = candidates
         .iter()
-        .zip(&scores)
-        .filter(|(_, s)| **s == min)
-        .map(|(i, _)| *i)
+        .copied()
+        .filter(|i| all[*i] == min)
         .collect();
     let best = if best.is_empty() {
         candidates.to_vec()

@@ -94,7 +94,12 @@ impl LeastResourceUsage {
                 Some(old) => old * h + (1.0 - h) * b.w4,
                 None => b.w4,
             };
-            self.ema.insert(b.id.to_owned(), v);
+            match self.ema.get_mut(b.id) {
+                Some(slot) => *slot = v,
+                None => {
+                    self.ema.insert(b.id.to_owned(), v);
+                }
+            }
             total += v;
         }
         let avg = total / candidates.len() as f64;

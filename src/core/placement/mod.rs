@@ -23,8 +23,9 @@ mod least_resource;
 
 pub use least_resource::{ExtensibleLeastResourceUsage, LeastResourceUsage};
 
-use std::cell::OnceCell;
-use std::collections::BTreeMap;
+use std::cell::{OnceCell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 use rand::rngs::StdRng;
 
@@ -76,6 +77,22 @@ pub struct PlacementContext<'a> {
     /// Now, epoch ms (stamps reports without `lastUpdate` for the extensible load data).
     pub now: i64,
     ownership: OnceCell<Vec<BTreeMap<String, usize>>>,
+    candidates: RefCell<HashMap<(String, bool), Rc<Candidates>>>,
+    lltmr_scores: OnceCell<Vec<f64>>,
+}
+
+/// The filtered candidates of one namespace (and topic kind). Every filter depends only on the namespace, the
+/// topic kind and context-wide facts, so the result is computed once per context and namespace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidates {
+    /// After namespace policies (pipeline step 1; the fallback of steps 6 and 8).
+    pub base: Vec<usize>,
+    /// After every filter (steps 2–6).
+    pub filtered: Vec<usize>,
+    /// What narrowed them, for reasons.
+    pub notes: Vec<String>,
+    /// The policy note (isolation policy and fail-over), empty without isolation.
+    pub policy_note: String,
 }
 
 impl<'a> PlacementContext<'a> {
@@ -113,7 +130,64 @@ impl<'a> PlacementContext<'a> {
             brokers,
             now: 0,
             ownership: OnceCell::new(),
+            candidates: RefCell::new(HashMap::new()),
+            lltmr_scores: OnceCell::new(),
         }
+    }
+
+    /// The candidates for `bundle` (cached per namespace and topic kind).
+    pub fn candidates(&self, bundle: &str) -> Rc<Candidates> {
+        let key = (
+            namespace_of(bundle).to_owned(),
+            self.policies.non_persistent_bundles.contains(bundle),
+        );
+        if let Some(c) = self.candidates.borrow().get(&key) {
+            return Rc::clone(c);
+        }
+        let computed = Rc::new(self.compute_candidates(bundle));
+        self.candidates
+            .borrow_mut()
+            .insert(key, Rc::clone(&computed));
+        computed
+    }
+
+    fn compute_candidates(&self, bundle: &str) -> Candidates {
+        let (base, policy_note) = filters::namespace_policy_candidates(self, bundle);
+        let mut notes: Vec<String> = Vec::new();
+        if !policy_note.is_empty() {
+            notes.push(policy_note.clone());
+        }
+        let mut c = base.clone();
+        notes.extend(filters::filter_max_topics(self, &mut c));
+        notes.extend(filters::filter_anti_affinity(self, bundle, &mut c));
+        notes.extend(filters::filter_distribute_evenly(self, bundle, &mut c));
+        notes.extend(filters::filter_load_manager_class(self, &mut c));
+        match filters::filter_version(self, &mut c) {
+            Ok(note) => notes.extend(note),
+            Err(e) => {
+                notes.push(format!("version filter failed ({e}); candidates reset"));
+                c = base.clone();
+            }
+        }
+        if c.is_empty() && !base.is_empty() {
+            notes.push("filters left no broker; candidates reset to the policy result".into());
+            c = base.clone();
+        }
+        Candidates {
+            base,
+            filtered: c,
+            notes,
+            policy_note,
+        }
+    }
+
+    /// LeastLongTermMessageRate scores of every broker (computed once per context).
+    pub(crate) fn lltmr_scores(&self) -> &Vec<f64> {
+        self.lltmr_scores.get_or_init(|| {
+            (0..self.brokers.len())
+                .map(|i| least_long_term::score(self, i))
+                .collect()
+        })
     }
 
     /// Sets `now`.
@@ -280,33 +354,16 @@ pub fn select_broker(
     source: Option<&str>,
     rng: &mut StdRng,
 ) -> Result<Selection, String> {
-    let (base, policy_note) = filters::namespace_policy_candidates(ctx, bundle);
+    let cands = ctx.candidates(bundle);
+    let base = &cands.base;
     if base.is_empty() {
         return Err(format!(
             "no broker is allowed by the namespace policies{}",
-            paren(&policy_note)
+            paren(&cands.policy_note)
         ));
     }
-    let mut notes: Vec<String> = Vec::new();
-    if !policy_note.is_empty() {
-        notes.push(policy_note);
-    }
-    let mut c = base.clone();
-    notes.extend(filters::filter_max_topics(ctx, &mut c));
-    notes.extend(filters::filter_anti_affinity(ctx, bundle, &mut c));
-    notes.extend(filters::filter_distribute_evenly(ctx, bundle, &mut c));
-    notes.extend(filters::filter_load_manager_class(ctx, &mut c));
-    match filters::filter_version(ctx, &mut c) {
-        Ok(note) => notes.extend(note),
-        Err(e) => {
-            notes.push(format!("version filter failed ({e}); candidates reset"));
-            c = base.clone();
-        }
-    }
-    if c.is_empty() {
-        notes.push("filters left no broker; candidates reset to the policy result".into());
-        c = base.clone();
-    }
+    let notes = &cands.notes;
+    let c = &cands.filtered;
     let ns = namespace_of(bundle);
     let (mut chosen, mut why) = if ctx
         .settings
@@ -325,7 +382,7 @@ pub fn select_broker(
     } else {
         state
             .strategy
-            .select(ctx, &c, planned, source, rng)
+            .select(ctx, c, planned, source, rng)
             .ok_or_else(|| {
                 format!(
                     "{} found no broker among {}",
@@ -339,7 +396,7 @@ pub fn select_broker(
         .load_balancer_broker_overloaded_threshold_percentage as f64
         / 100.0;
     if ctx.brokers[chosen].w4 > threshold {
-        if let Some((again, why2)) = state.strategy.select(ctx, &base, planned, source, rng) {
+        if let Some((again, why2)) = state.strategy.select(ctx, base, planned, source, rng) {
             why = format!(
                 "{} usage {}% > overload threshold {}%, re-selected over the policy candidates: {why2}",
                 ctx.brokers[chosen].id,
