@@ -380,7 +380,7 @@ pub fn select_broker(
             ctx.index_of(pick).expect("known"),
             format!(
                 "round-robin over {} (shedding-excluded namespace)",
-                ctx.ids(&c)
+                ctx.ids(c)
             ),
         )
     } else {
@@ -391,7 +391,7 @@ pub fn select_broker(
                 format!(
                     "{} found no broker among {}",
                     state.strategy.name(),
-                    ctx.ids(&c)
+                    ctx.ids(c)
                 )
             })?
     };
