@@ -4,5 +4,6 @@
 pub mod bundle;
 pub mod cli;
 pub mod config;
+pub mod core;
 pub mod model;
 pub mod routing;

@@ -2,6 +2,7 @@
 
 pub mod bundles;
 pub mod config;
+pub mod explain;
 pub mod json;
 pub mod route;
 
@@ -63,6 +64,8 @@ pub enum Command {
     /// Read broker.conf and print the effective load-balancer settings.
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// Run the shedding strategy over a load-data snapshot and print the plan with every reason.
+    Explain(explain::ExplainArgs),
     /// Locality-aware, load-aware routing (Storm-style); `route simulate` compares it with a plain shuffle.
     Route(route::RouteArgs),
 }
@@ -73,6 +76,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Bundles(cmd) => bundles::run(cmd),
         Command::Json(cmd) => json::run(cmd),
         Command::Config(cmd) => config::run(cmd),
+        Command::Explain(args) => explain::run(&args).map_err(CliError::new),
         Command::Route(args) => route::run(args).map_err(CliError::new),
     };
     match result {

@@ -1,0 +1,184 @@
+//! One shedding cycle: the strategy's proposals through the common filters of `doLoadShedding` (§2.0 of the
+//! algorithms reference) and placement.
+
+use std::collections::BTreeSet;
+
+use rand::rngs::StdRng;
+
+use super::load_data::LoadData;
+use super::namespace_of;
+use super::placement::{filters, select_broker, Placement, PlacementContext, PlacementState};
+use super::plan::{Plan, Skipped, UnloadDecision};
+use super::policies::ClusterPolicies;
+use super::shedding::{new_shedder, Shedder, SheddingContext};
+use crate::config::{LoadManagerKind, PlacementKind, Settings, ShedderKind};
+
+/// The shedding strategy and the placement strategy, each with its own cross-cycle state. AvgShedder's two
+/// roles share their plan through the candidates it returns.
+#[derive(Debug)]
+pub struct Strategies {
+    /// The shedder.
+    pub shedder: Box<dyn Shedder>,
+    /// The placement strategy and round-robin selector.
+    pub placement: PlacementState,
+}
+
+impl Strategies {
+    /// Fresh strategies of the given kinds; `extensible` selects the extensible LeastResourceUsageWithWeight.
+    pub fn new(shedder: ShedderKind, placement: PlacementKind, extensible: bool) -> Self {
+        Self {
+            shedder: new_shedder(shedder),
+            placement: PlacementState::new(Placement::new(placement, extensible)),
+        }
+    }
+
+    /// The strategies the (resolved) settings name.
+    pub fn from_settings(settings: &Settings) -> Self {
+        let extensible = settings.load_manager_class_name == LoadManagerKind::Extensible
+            || settings.load_balancer_load_shedding_strategy == ShedderKind::TransferShedder;
+        Self::new(
+            settings.load_balancer_load_shedding_strategy,
+            settings.load_balancer_load_placement_strategy,
+            extensible,
+        )
+    }
+
+    /// The live broker set changed.
+    pub fn on_active_brokers_change(&mut self, active: &BTreeSet<String>) {
+        self.shedder.on_active_brokers_change(active);
+        self.placement.strategy.on_active_brokers_change(active);
+    }
+}
+
+/// Runs one shedding cycle at `now` (epoch ms) and returns the unloads with their planned destinations.
+///
+/// Steps (`ModularLoadManagerImpl.doLoadShedding`): nothing when `loadBalancerEnabled` or
+/// `loadBalancerSheddingEnabled` is off or at most one broker is known; prune recently-unloaded entries older
+/// than `loadBalancerSheddingGracePeriodMinutes`; ask the strategy; then for each proposal, in order: skip
+/// bundles of `loadBalancerSheddingExcludedNamespaces`, bundles still in their grace period, bundles whose
+/// namespace policies allow no other broker, and bundles the anti-affinity rule keeps; choose the destination
+/// (TransferShedder's transfer target as is, otherwise the placement pipeline with AvgShedder's plan) and skip
+/// when none is found or it is the current owner. Finally the strategy is told the attempt is over.
+///
+/// The cycle does not record the unloads as done: the runtime calls [`LoadData::record_unload`] for each
+/// unload it completes.
+pub fn run_shedding_cycle(
+    load: &mut LoadData,
+    settings: &Settings,
+    policies: &ClusterPolicies,
+    strategies: &mut Strategies,
+    now: i64,
+    rng: &mut StdRng,
+) -> Plan {
+    let mut plan = Plan::default();
+    let name = strategies.shedder.kind().name();
+    if !(settings.load_balancer_enabled && settings.load_balancer_shedding_enabled) {
+        plan.skipped.push(Skipped::new(
+            "cluster",
+            "no shedding: loadBalancerEnabled or loadBalancerSheddingEnabled is false",
+        ));
+        return plan;
+    }
+    if load.broker_count() <= 1 {
+        plan.skipped.push(Skipped::new(
+            "cluster",
+            format!("no shedding: {} broker(s) available", load.broker_count()),
+        ));
+        return plan;
+    }
+    load.prune_recently_unloaded(
+        now,
+        settings
+            .load_balancer_shedding_grace_period_minutes
+            .saturating_mul(60_000),
+    );
+    let load: &LoadData = load;
+    let outcome = strategies.shedder.find_bundles(&SheddingContext {
+        load,
+        settings,
+        policies,
+        now,
+    });
+    plan.skipped.extend(outcome.skipped);
+    let ctx = PlacementContext::new(load, settings, policies).with_now(now);
+    let mut planned_bundles = BTreeSet::new();
+    for c in outcome.candidates {
+        let ns = namespace_of(&c.bundle).to_owned();
+        if settings
+            .load_balancer_shedding_excluded_namespaces
+            .contains(&ns)
+        {
+            plan.skipped.push(Skipped::new(
+                c.bundle,
+                format!("no unload: namespace {ns} is in loadBalancerSheddingExcludedNamespaces"),
+            ));
+            continue;
+        }
+        if load.is_recently_unloaded(&c.bundle) {
+            plan.skipped.push(Skipped::new(
+                c.bundle,
+                "no unload: unloaded within the grace period",
+            ));
+            continue;
+        }
+        if !planned_bundles.insert(c.bundle.clone()) {
+            continue;
+        }
+        let source_idx = ctx.index_of(&c.source);
+        let cands = ctx.candidates(&c.bundle);
+        let policy_candidates = &cands.base;
+        if !policy_candidates.iter().any(|i| Some(*i) != source_idx) {
+            plan.skipped.push(Skipped::new(
+                c.bundle,
+                "no unload: the namespace policies allow no other broker",
+            ));
+            continue;
+        }
+        if let Err(why) =
+            filters::anti_affinity_allows_unload(&ctx, &c.bundle, &c.source, policy_candidates)
+        {
+            plan.skipped.push(Skipped::new(c.bundle, why));
+            continue;
+        }
+        let (destination, why) = match (&c.planned, c.binding) {
+            (Some(dst), true) => (dst.clone(), format!("transfer to {dst}")),
+            _ => match select_broker(
+                &ctx,
+                &mut strategies.placement,
+                &c.bundle,
+                c.planned.as_deref(),
+                Some(&c.source),
+                rng,
+            ) {
+                Ok(sel) => (sel.broker, sel.reason),
+                Err(e) => {
+                    plan.skipped.push(Skipped::new(
+                        c.bundle,
+                        format!("no unload: {}; {e}", c.reason),
+                    ));
+                    continue;
+                }
+            },
+        };
+        if destination == c.source {
+            plan.skipped.push(Skipped::new(
+                c.bundle,
+                format!(
+                    "no unload: {}; placement chose the current owner {destination} ({why})",
+                    c.reason
+                ),
+            ));
+            continue;
+        }
+        plan.unloads.push(UnloadDecision {
+            bundle: c.bundle,
+            source: c.source,
+            destination: Some(destination),
+            reason: format!("{}; destination: {why}", c.reason),
+            strategy: name.to_owned(),
+            cycle: 1,
+        });
+    }
+    strategies.shedder.on_unload_attempt_completed();
+    plan
+}

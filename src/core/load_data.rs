@@ -1,0 +1,536 @@
+//! What the leader knows: per-broker reports and time averages, per-bundle windows, recently unloaded bundles
+//! and preallocations — and the aggregation rules of `pulsar-formats.md` §6.2, fed one report at a time.
+//!
+//! # Aggregation
+//!
+//! [`LoadData::apply_report`] takes one broker's `LocalBrokerData` and:
+//! * adds one sample to both windows of every bundle the report lists in `lastStats` (a bundle not yet known is
+//!   first seeded from the stored `BundleData`, else from the resource quota with "ample history", else from
+//!   the defaults of 50 msg/s and 50000 B/s each way with no samples — see [`SeedSource`]);
+//! * drops the data of bundles that were in this broker's previous report, are not in this one and are listed
+//!   by no other broker ("vanished");
+//! * drops preallocations of this broker that the report now lists;
+//! * recomputes this broker's [`TimeAverageBrokerData`] from its bundles (defaults for unknown ones).
+//!
+//! Its cost is proportional to the size of that report (old and new), never to the cluster.
+//!
+//! **Difference from Pulsar, on purpose:** Pulsar's `updateBundleData` runs over *every* broker's last report
+//! on every notification, so one broker's report write adds a sample to every bundle in the cluster.
+//! loadmgr samples the bundles of the broker whose report arrived. [`LoadData::resample_all`] is Pulsar's full
+//! pass, for callers that want the exact Java sampling (for example before a flush, which in Pulsar also adds a
+//! sample).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::model::{
+    BundleData, LocalBrokerData, NamespaceBundleStats, ResourceQuota, TimeAverageBrokerData,
+};
+
+/// Where the seed of a bundle seen for the first time comes from (the store, in the runtime).
+pub trait SeedSource {
+    /// `/loadbalance/bundle-data/<bundle>`, if stored.
+    fn bundle_data(&self, bundle: &str) -> Option<BundleData>;
+    /// `/loadbalance/resource-quota/<bundle>`, if stored.
+    fn resource_quota(&self, bundle: &str) -> Option<ResourceQuota>;
+}
+
+/// No stored data: every new bundle starts from the defaults.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoSeeds;
+
+impl SeedSource for NoSeeds {
+    fn bundle_data(&self, _: &str) -> Option<BundleData> {
+        None
+    }
+    fn resource_quota(&self, _: &str) -> Option<ResourceQuota> {
+        None
+    }
+}
+
+/// Seeds held in memory (what the runtime read from the store, or a test's fixture).
+#[derive(Debug, Clone, Default)]
+pub struct StoredSeeds {
+    /// Stored bundle data by bundle name.
+    pub bundle_data: HashMap<String, BundleData>,
+    /// Stored quotas by bundle name.
+    pub quotas: HashMap<String, ResourceQuota>,
+}
+
+impl SeedSource for StoredSeeds {
+    fn bundle_data(&self, bundle: &str) -> Option<BundleData> {
+        self.bundle_data.get(bundle).copied()
+    }
+    fn resource_quota(&self, bundle: &str) -> Option<ResourceQuota> {
+        self.quotas.get(bundle).copied()
+    }
+}
+
+/// The seed Pulsar's `getBundleDataOrDefaultAsync` picks: stored data, else quota (ample history), else
+/// defaults.
+pub fn seed_bundle(bundle: &str, seeds: &dyn SeedSource) -> BundleData {
+    if let Some(data) = seeds.bundle_data(bundle) {
+        return data;
+    }
+    if let Some(quota) = seeds.resource_quota(bundle) {
+        return BundleData::from_quota(&quota);
+    }
+    BundleData::default()
+}
+
+/// One broker as the leader sees it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BrokerEntry {
+    /// The broker's last report.
+    pub local: LocalBrokerData,
+    /// Sum of its bundles' short- and long-term windows.
+    pub time_average: TimeAverageBrokerData,
+    /// Bundles assigned to it that its report does not list yet.
+    pub preallocated: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct BundleEntry {
+    data: BundleData,
+    /// How many brokers list the bundle in their current `lastStats`.
+    reporters: u32,
+}
+
+/// The leader's view of the cluster load (Pulsar's `LoadData` plus the time averages and preallocations of
+/// `ModularLoadManagerImpl`). Brokers are kept in id order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LoadData {
+    brokers: BTreeMap<String, BrokerEntry>,
+    bundles: HashMap<String, BundleEntry>,
+    /// Bundle → epoch ms of its last unload; entries older than the grace period are pruned by the cycle.
+    pub recently_unloaded: BTreeMap<String, i64>,
+    preallocated: BTreeMap<String, String>,
+}
+
+impl LoadData {
+    /// An empty cluster.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Builds load data from stored state (a snapshot): reports, bundle data and time averages as given.
+    /// Brokers without a time average get one computed from their `lastStats`.
+    pub fn from_parts(
+        brokers: BTreeMap<String, LocalBrokerData>,
+        bundle_data: BTreeMap<String, BundleData>,
+        mut time_averages: BTreeMap<String, TimeAverageBrokerData>,
+        recently_unloaded: BTreeMap<String, i64>,
+    ) -> Self {
+        let mut data = LoadData {
+            recently_unloaded,
+            ..Default::default()
+        };
+        for (name, bd) in bundle_data {
+            data.bundles.insert(
+                name,
+                BundleEntry {
+                    data: bd,
+                    reporters: 0,
+                },
+            );
+        }
+        for (id, local) in brokers {
+            for bundle in local.last_stats.keys() {
+                if let Some(e) = data.bundles.get_mut(bundle) {
+                    e.reporters += 1;
+                } else {
+                    data.bundles.insert(
+                        bundle.clone(),
+                        BundleEntry {
+                            data: BundleData::default(),
+                            reporters: 1,
+                        },
+                    );
+                }
+            }
+            let time_average = match time_averages.remove(&id) {
+                Some(t) => t,
+                None => data.compute_time_average(&local),
+            };
+            data.brokers.insert(
+                id,
+                BrokerEntry {
+                    local,
+                    time_average,
+                    preallocated: BTreeSet::new(),
+                },
+            );
+        }
+        data
+    }
+
+    fn compute_time_average(&self, local: &LocalBrokerData) -> TimeAverageBrokerData {
+        let mut t = TimeAverageBrokerData::default();
+        t.reset_with(
+            local.last_stats.keys(),
+            |b| self.bundles.get(b).map(|e| e.data),
+            &NamespaceBundleStats::pulsar_default(),
+        );
+        t
+    }
+
+    /// Applies one broker's report (see the module docs). Cost: O(size of the old and new report).
+    pub fn apply_report(&mut self, broker: &str, report: LocalBrokerData, seeds: &dyn SeedSource) {
+        let old = self.brokers.remove(broker);
+        for (bundle, stats) in &report.last_stats {
+            let listed_before = old
+                .as_ref()
+                .is_some_and(|o| o.local.last_stats.contains_key(bundle));
+            match self.bundles.get_mut(bundle) {
+                Some(e) => {
+                    e.data.update(stats);
+                    if !listed_before {
+                        e.reporters += 1;
+                    }
+                }
+                None => {
+                    let mut data = seed_bundle(bundle, seeds);
+                    data.update(stats);
+                    self.bundles
+                        .insert(bundle.clone(), BundleEntry { data, reporters: 1 });
+                }
+            }
+        }
+        let mut preallocated = BTreeSet::new();
+        if let Some(old) = old {
+            for bundle in old.local.last_stats.keys() {
+                if report.last_stats.contains_key(bundle) {
+                    continue;
+                }
+                if let Some(e) = self.bundles.get_mut(bundle) {
+                    e.reporters = e.reporters.saturating_sub(1);
+                    if e.reporters == 0 {
+                        self.bundles.remove(bundle);
+                    }
+                }
+            }
+            preallocated = old.preallocated;
+        }
+        // Pulsar drops a preallocation once the broker's report lists the bundle and its data exists.
+        preallocated.retain(|b| {
+            let loaded = report.last_stats.contains_key(b) && self.bundles.contains_key(b);
+            if loaded {
+                self.preallocated.remove(b);
+            }
+            !loaded
+        });
+        let time_average = self.compute_time_average(&report);
+        self.brokers.insert(
+            broker.to_owned(),
+            BrokerEntry {
+                local: report,
+                time_average,
+                preallocated,
+            },
+        );
+    }
+
+    /// Pulsar's full `updateBundleData` pass: one sample for every bundle of every broker's last report, then
+    /// every time average recomputed. Cost: O(cluster).
+    pub fn resample_all(&mut self) {
+        for entry in self.brokers.values() {
+            for (bundle, stats) in &entry.local.last_stats {
+                if let Some(e) = self.bundles.get_mut(bundle) {
+                    e.data.update(stats);
+                }
+            }
+        }
+        let ids: Vec<String> = self.brokers.keys().cloned().collect();
+        for id in ids {
+            let t = self.compute_time_average(&self.brokers[&id].local);
+            self.brokers.get_mut(&id).expect("present").time_average = t;
+        }
+    }
+
+    /// Drops a broker that vanished: its bundles lose a reporter (and their data when no one else lists them)
+    /// and preallocations pointing at it are reaped.
+    pub fn remove_broker(&mut self, broker: &str) -> Option<BrokerEntry> {
+        let entry = self.brokers.remove(broker)?;
+        for bundle in entry.local.last_stats.keys() {
+            if let Some(e) = self.bundles.get_mut(bundle) {
+                e.reporters = e.reporters.saturating_sub(1);
+                if e.reporters == 0 {
+                    self.bundles.remove(bundle);
+                }
+            }
+        }
+        self.preallocated.retain(|_, b| b != broker);
+        Some(entry)
+    }
+
+    /// Keeps only the brokers in `alive` (Pulsar's "drop brokers without a report").
+    pub fn retain_brokers(&mut self, alive: &BTreeSet<String>) {
+        let gone: Vec<String> = self
+            .brokers
+            .keys()
+            .filter(|b| !alive.contains(*b))
+            .cloned()
+            .collect();
+        for b in gone {
+            self.remove_broker(&b);
+        }
+    }
+
+    /// Records a successful unload at `now` (the grace period starts).
+    pub fn record_unload(&mut self, bundle: &str, now: i64) {
+        self.recently_unloaded.insert(bundle.to_owned(), now);
+    }
+
+    /// Drops recently-unloaded entries older than `now − grace_ms` (Pulsar: timestamp < now − grace).
+    pub fn prune_recently_unloaded(&mut self, now: i64, grace_ms: i64) {
+        let cutoff = now.saturating_sub(grace_ms);
+        self.recently_unloaded.retain(|_, t| *t >= cutoff);
+    }
+
+    /// Whether `bundle` was unloaded within the grace period (entries are pruned by the cycle).
+    pub fn is_recently_unloaded(&self, bundle: &str) -> bool {
+        self.recently_unloaded.contains_key(bundle)
+    }
+
+    /// Records that `bundle` was assigned to `broker` and is not reported yet.
+    pub fn preallocate(&mut self, bundle: &str, broker: &str) {
+        if let Some(old) = self
+            .preallocated
+            .insert(bundle.to_owned(), broker.to_owned())
+        {
+            if let Some(e) = self.brokers.get_mut(&old) {
+                e.preallocated.remove(bundle);
+            }
+        }
+        if let Some(e) = self.brokers.get_mut(broker) {
+            e.preallocated.insert(bundle.to_owned());
+        }
+    }
+
+    /// The broker a bundle is preallocated to.
+    pub fn preallocation(&self, bundle: &str) -> Option<&str> {
+        self.preallocated.get(bundle).map(String::as_str)
+    }
+
+    /// Brokers in id order.
+    pub fn brokers(&self) -> impl Iterator<Item = (&String, &BrokerEntry)> {
+        self.brokers.iter()
+    }
+
+    /// Broker ids in order.
+    pub fn broker_ids(&self) -> BTreeSet<String> {
+        self.brokers.keys().cloned().collect()
+    }
+
+    /// One broker.
+    pub fn broker(&self, id: &str) -> Option<&BrokerEntry> {
+        self.brokers.get(id)
+    }
+
+    /// Mutable access to one broker's entry (tests and simulators).
+    pub fn broker_mut(&mut self, id: &str) -> Option<&mut BrokerEntry> {
+        self.brokers.get_mut(id)
+    }
+
+    /// Inserts or replaces a broker entry as is (no aggregation; tests and snapshots).
+    pub fn insert_broker(&mut self, id: &str, local: LocalBrokerData) {
+        let time_average = self.compute_time_average(&local);
+        for bundle in local.last_stats.keys() {
+            self.bundles
+                .entry(bundle.clone())
+                .or_insert(BundleEntry {
+                    data: BundleData::default(),
+                    reporters: 0,
+                })
+                .reporters += 1;
+        }
+        self.brokers.insert(
+            id.to_owned(),
+            BrokerEntry {
+                local,
+                time_average,
+                preallocated: BTreeSet::new(),
+            },
+        );
+    }
+
+    /// Number of brokers.
+    pub fn broker_count(&self) -> usize {
+        self.brokers.len()
+    }
+
+    /// A bundle's data.
+    pub fn bundle(&self, name: &str) -> Option<&BundleData> {
+        self.bundles.get(name).map(|e| &e.data)
+    }
+
+    /// Sets a bundle's data as is (tests, snapshots).
+    pub fn set_bundle(&mut self, name: &str, data: BundleData) {
+        match self.bundles.get_mut(name) {
+            Some(e) => e.data = data,
+            None => {
+                self.bundles
+                    .insert(name.to_owned(), BundleEntry { data, reporters: 0 });
+            }
+        }
+    }
+
+    /// A bundle's data, or the defaults when unknown (Pulsar's `computeIfAbsent(load-or-default)`).
+    pub fn bundle_or_default(&self, name: &str) -> BundleData {
+        self.bundle(name).copied().unwrap_or_default()
+    }
+
+    /// Number of bundles with data.
+    pub fn bundle_count(&self) -> usize {
+        self.bundles.len()
+    }
+
+    /// All bundle names with data, sorted.
+    pub fn bundle_names(&self) -> Vec<&String> {
+        let mut v: Vec<&String> = self.bundles.keys().collect();
+        v.sort();
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(rate_in: f64, topics: i64) -> NamespaceBundleStats {
+        NamespaceBundleStats {
+            msg_rate_in: rate_in,
+            msg_throughput_in: rate_in * 1000.0,
+            topics,
+            ..Default::default()
+        }
+    }
+
+    fn report(bundles: &[(&str, f64)]) -> LocalBrokerData {
+        let mut r = LocalBrokerData::default();
+        let map = bundles
+            .iter()
+            .map(|(b, rate)| (b.to_string(), stats(*rate, 2)))
+            .collect();
+        r.update(&Default::default(), map);
+        r
+    }
+
+    #[test]
+    fn a_report_adds_one_sample_to_each_listed_bundle() {
+        let mut ld = LoadData::new();
+        ld.apply_report(
+            "b1:8080",
+            report(&[("t/n/a", 100.0), ("t/n/b", 10.0)]),
+            &NoSeeds,
+        );
+        let a = ld.bundle("t/n/a").unwrap();
+        // The first sample replaces the defaults.
+        assert_eq!(a.short_term_data.num_samples, 1);
+        assert_eq!(a.short_term_data.msg_rate_in, 100.0);
+        ld.apply_report(
+            "b1:8080",
+            report(&[("t/n/a", 300.0), ("t/n/b", 10.0)]),
+            &NoSeeds,
+        );
+        let a = ld.bundle("t/n/a").unwrap();
+        assert_eq!(a.short_term_data.num_samples, 2);
+        assert_eq!(a.short_term_data.msg_rate_in, 200.0);
+        assert_eq!(a.long_term_data.msg_rate_in, 200.0);
+        let t = ld.broker("b1:8080").unwrap().time_average;
+        assert_eq!(t.short_term_msg_rate_in, 210.0);
+        assert_eq!(t.long_term_msg_rate_in, 210.0);
+    }
+
+    #[test]
+    fn new_bundles_are_seeded_stored_then_quota_then_defaults() {
+        let mut seeds = StoredSeeds::default();
+        let mut stored = BundleData::default();
+        stored.short_term_data.num_samples = 10;
+        stored.short_term_data.msg_rate_in = 1000.0;
+        seeds.bundle_data.insert("t/n/stored".into(), stored);
+        seeds
+            .quotas
+            .insert("t/n/quota".into(), ResourceQuota::pulsar_default());
+        assert_eq!(
+            seed_bundle("t/n/stored", &seeds)
+                .short_term_data
+                .msg_rate_in,
+            1000.0
+        );
+        assert_eq!(
+            seed_bundle("t/n/quota", &seeds).short_term_data.num_samples,
+            10
+        );
+        assert_eq!(
+            seed_bundle("t/n/quota", &seeds).long_term_data.msg_rate_out,
+            120.0
+        );
+        assert_eq!(
+            seed_bundle("t/n/other", &seeds).short_term_data.msg_rate_in,
+            50.0
+        );
+        let mut ld = LoadData::new();
+        ld.apply_report(
+            "b1:8080",
+            report(&[("t/n/stored", 0.0), ("t/n/quota", 0.0)]),
+            &seeds,
+        );
+        // Stored window full (10): (9 × 1000 + 0) / 10.
+        assert_eq!(
+            ld.bundle("t/n/stored").unwrap().short_term_data.msg_rate_in,
+            900.0
+        );
+        // Quota with ample history: (9 × 40 + 0) / 10.
+        assert_eq!(
+            ld.bundle("t/n/quota").unwrap().short_term_data.msg_rate_in,
+            36.0
+        );
+    }
+
+    #[test]
+    fn vanished_bundles_and_brokers_are_dropped() {
+        let mut ld = LoadData::new();
+        ld.apply_report(
+            "b1:8080",
+            report(&[("t/n/a", 1.0), ("t/n/b", 1.0)]),
+            &NoSeeds,
+        );
+        ld.apply_report("b2:8080", report(&[("t/n/b", 1.0)]), &NoSeeds);
+        ld.apply_report("b1:8080", report(&[("t/n/c", 1.0)]), &NoSeeds);
+        assert!(ld.bundle("t/n/a").is_none(), "listed by nobody any more");
+        assert!(ld.bundle("t/n/b").is_some(), "still listed by b2");
+        ld.remove_broker("b2:8080");
+        assert!(ld.bundle("t/n/b").is_none());
+        assert_eq!(ld.broker_count(), 1);
+        ld.retain_brokers(&BTreeSet::new());
+        assert_eq!(ld.bundle_count(), 0);
+    }
+
+    #[test]
+    fn preallocations_clear_when_reported_and_when_the_broker_dies() {
+        let mut ld = LoadData::new();
+        ld.apply_report("b1:8080", report(&[]), &NoSeeds);
+        ld.apply_report("b2:8080", report(&[]), &NoSeeds);
+        ld.preallocate("t/n/x", "b1:8080");
+        ld.preallocate("t/n/y", "b2:8080");
+        assert_eq!(ld.preallocation("t/n/x"), Some("b1:8080"));
+        ld.apply_report("b1:8080", report(&[("t/n/x", 5.0)]), &NoSeeds);
+        assert_eq!(ld.preallocation("t/n/x"), None);
+        assert!(ld.broker("b1:8080").unwrap().preallocated.is_empty());
+        ld.remove_broker("b2:8080");
+        assert_eq!(ld.preallocation("t/n/y"), None);
+    }
+
+    #[test]
+    fn grace_period_pruning_and_full_resample() {
+        let mut ld = LoadData::new();
+        ld.record_unload("t/n/a", 1_000);
+        ld.record_unload("t/n/b", 5_000);
+        ld.prune_recently_unloaded(10_000, 6_000);
+        assert!(!ld.is_recently_unloaded("t/n/a"));
+        assert!(ld.is_recently_unloaded("t/n/b"));
+        ld.apply_report("b1:8080", report(&[("t/n/a", 10.0)]), &NoSeeds);
+        ld.resample_all();
+        assert_eq!(ld.bundle("t/n/a").unwrap().short_term_data.num_samples, 2);
+    }
+}

@@ -1,0 +1,473 @@
+//! Placement: the candidate pipeline of `ModularLoadManagerImpl.selectBroker` and the placement strategies.
+//!
+//! Pipeline, in Pulsar's order ([`select_broker`]):
+//! 1. namespace isolation policies (primary/secondary brokers by regex, `min_available` fail-over), else the
+//!    topic-kind capability and shared brokers ([`filters::namespace_policy_candidates`]);
+//! 2. `loadBalancerBrokerMaxTopics` (ignored when it would drop everyone);
+//! 3. anti-affinity groups and failure domains;
+//! 4. even distribution by the namespace's bundle count (`loadBalancerDistributeBundlesEvenlyEnabled`, off by
+//!    default in 5.0; always on for `pulsar/system`);
+//! 5. load-manager class filter, then the version filter (`preferLaterVersions`; a bad version resets the
+//!    candidates to step 1's result);
+//! 6. nothing left → step 1's result;
+//! 7. shedding-excluded namespaces are placed round-robin, others by the placement strategy;
+//! 8. overload re-check: when the chosen broker's `W4` is above the overload threshold, the strategy is asked
+//!    again over step 1's result.
+//!
+//! Candidates are kept in broker-id order; strategies draw random choices from the caller's `StdRng`.
+
+mod avg;
+pub mod filters;
+mod least_long_term;
+mod least_resource;
+
+pub use least_resource::{ExtensibleLeastResourceUsage, LeastResourceUsage};
+
+use std::cell::{OnceCell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use rand::rngs::StdRng;
+
+use super::load_data::{BrokerEntry, LoadData};
+use super::plan::{Assignment, Skipped};
+use super::policies::{broker_host, ClusterPolicies};
+use super::{namespace_of, num, weighted_usage, weighted_usage4};
+use crate::config::{PlacementKind, Settings};
+
+/// What the pipeline knows about one broker, computed once per context.
+#[derive(Debug, Clone)]
+pub struct BrokerInfo<'a> {
+    /// Broker id.
+    pub id: &'a str,
+    /// Host part of the id.
+    pub host: &'a str,
+    /// Four-weight usage, fraction.
+    pub w4: f64,
+    /// Five-weight usage with the configured weights, fraction.
+    pub w5: f64,
+    /// Reported topics plus topics of preallocated bundles.
+    pub topics: i64,
+    /// Serves persistent topics.
+    pub persistent: bool,
+    /// Serves non-persistent topics.
+    pub non_persistent: bool,
+    /// Not a primary broker of any isolation policy.
+    pub shared: bool,
+    /// Reports our load-manager class.
+    pub class_ok: bool,
+    /// Reported version.
+    pub version: Option<&'a str>,
+    /// The full entry.
+    pub entry: &'a BrokerEntry,
+}
+
+/// The inputs of placement decisions, with per-broker facts precomputed (O(brokers) once, then each
+/// placement is a pass over the candidate list).
+#[derive(Debug)]
+pub struct PlacementContext<'a> {
+    /// Load data.
+    pub load: &'a LoadData,
+    /// Settings.
+    pub settings: &'a Settings,
+    /// Policies.
+    pub policies: &'a ClusterPolicies,
+    /// Brokers in id order.
+    pub brokers: Vec<BrokerInfo<'a>>,
+    /// Now, epoch ms (stamps reports without `lastUpdate` for the extensible load data).
+    pub now: i64,
+    ownership: OnceCell<Vec<BTreeMap<String, usize>>>,
+    candidates: RefCell<[HashMap<String, Rc<Candidates>>; 2]>,
+    lltmr_scores: OnceCell<Vec<f64>>,
+}
+
+/// The filtered candidates of one namespace (and topic kind). Every filter depends only on the namespace, the
+/// topic kind and context-wide facts, so the result is computed once per context and namespace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidates {
+    /// After namespace policies (pipeline step 1; the fallback of steps 6 and 8).
+    pub base: Vec<usize>,
+    /// After every filter (steps 2–6).
+    pub filtered: Vec<usize>,
+    /// What narrowed them, for reasons.
+    pub notes: Vec<String>,
+    /// The policy note (isolation policy and fail-over), empty without isolation.
+    pub policy_note: String,
+    lltmr_best_filtered: OnceCell<Vec<usize>>,
+    lltmr_best_base: OnceCell<Vec<usize>>,
+}
+
+impl<'a> PlacementContext<'a> {
+    /// Precomputes the per-broker facts.
+    pub fn new(load: &'a LoadData, settings: &'a Settings, policies: &'a ClusterPolicies) -> Self {
+        let class = settings.load_manager_class_name.class_name();
+        let brokers = load
+            .brokers()
+            .map(|(id, e)| {
+                let prealloc_topics: i64 = e
+                    .preallocated
+                    .iter()
+                    .filter_map(|b| load.bundle(b))
+                    .map(|d| d.topics as i64)
+                    .sum();
+                BrokerInfo {
+                    id: id.as_str(),
+                    host: broker_host(id),
+                    w4: weighted_usage4(&e.local, settings),
+                    w5: weighted_usage(&e.local, settings),
+                    topics: e.local.num_topics + prealloc_topics,
+                    persistent: e.local.persistent_topics_enabled,
+                    non_persistent: e.local.non_persistent_topics_enabled,
+                    shared: policies.is_shared_broker(id),
+                    class_ok: e.local.load_manager_class_name.as_deref() == Some(class),
+                    version: e.local.broker_version_string.as_deref(),
+                    entry: e,
+                }
+            })
+            .collect();
+        Self {
+            load,
+            settings,
+            policies,
+            brokers,
+            now: 0,
+            ownership: OnceCell::new(),
+            candidates: RefCell::new([HashMap::new(), HashMap::new()]),
+            lltmr_scores: OnceCell::new(),
+        }
+    }
+
+    /// The candidates for `bundle` (cached per namespace and topic kind).
+    pub fn candidates(&self, bundle: &str) -> Rc<Candidates> {
+        let ns = namespace_of(bundle);
+        let kind = usize::from(self.policies.non_persistent_bundles.contains(bundle));
+        if let Some(c) = self.candidates.borrow()[kind].get(ns) {
+            return Rc::clone(c);
+        }
+        let computed = Rc::new(self.compute_candidates(bundle));
+        self.candidates.borrow_mut()[kind].insert(ns.to_owned(), Rc::clone(&computed));
+        computed
+    }
+
+    fn compute_candidates(&self, bundle: &str) -> Candidates {
+        let (base, policy_note) = filters::namespace_policy_candidates(self, bundle);
+        let mut notes: Vec<String> = Vec::new();
+        if !policy_note.is_empty() {
+            notes.push(policy_note.clone());
+        }
+        let mut c = base.clone();
+        notes.extend(filters::filter_max_topics(self, &mut c));
+        notes.extend(filters::filter_anti_affinity(self, bundle, &mut c));
+        notes.extend(filters::filter_distribute_evenly(self, bundle, &mut c));
+        notes.extend(filters::filter_load_manager_class(self, &mut c));
+        match filters::filter_version(self, &mut c) {
+            Ok(note) => notes.extend(note),
+            Err(e) => {
+                notes.push(format!("version filter failed ({e}); candidates reset"));
+                c = base.clone();
+            }
+        }
+        if c.is_empty() && !base.is_empty() {
+            notes.push("filters left no broker; candidates reset to the policy result".into());
+            c = base.clone();
+        }
+        Candidates {
+            base,
+            filtered: c,
+            notes,
+            policy_note,
+            lltmr_best_filtered: OnceCell::new(),
+            lltmr_best_base: OnceCell::new(),
+        }
+    }
+
+    /// LeastLongTermMessageRate scores of every broker (computed once per context).
+    pub(crate) fn lltmr_scores(&self) -> &Vec<f64> {
+        self.lltmr_scores.get_or_init(|| {
+            (0..self.brokers.len())
+                .map(|i| least_long_term::score(self, i))
+                .collect()
+        })
+    }
+
+    /// Sets `now`.
+    pub fn with_now(mut self, now: i64) -> Self {
+        self.now = now;
+        self
+    }
+
+    /// Index of a broker id.
+    pub fn index_of(&self, id: &str) -> Option<usize> {
+        self.brokers.binary_search_by(|b| b.id.cmp(id)).ok()
+    }
+
+    /// Per broker (by index): namespace → bundles it owns or has preallocated. Built on first use.
+    pub fn ownership(&self) -> &Vec<BTreeMap<String, usize>> {
+        self.ownership.get_or_init(|| {
+            self.brokers
+                .iter()
+                .map(|b| {
+                    let mut m: BTreeMap<String, usize> = BTreeMap::new();
+                    for bundle in b
+                        .entry
+                        .local
+                        .bundles
+                        .iter()
+                        .chain(b.entry.preallocated.iter())
+                    {
+                        *m.entry(namespace_of(bundle).to_owned()).or_insert(0) += 1;
+                    }
+                    m
+                })
+                .collect()
+        })
+    }
+
+    fn ids(&self, list: &[usize]) -> String {
+        let names: Vec<&str> = list.iter().map(|i| self.brokers[*i].id).collect();
+        if names.len() > 6 {
+            format!("{} brokers", names.len())
+        } else {
+            names.join(", ")
+        }
+    }
+}
+
+/// A placement strategy with its state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Placement {
+    /// AvgShedder's placement: the shedder's planned destination, else random among eligible brokers.
+    AvgShedder,
+    /// Least long-term message rate (`weighted` = the documented `1/(threshold − usage)` weighting).
+    LeastLongTermMessageRate,
+    /// Modular LeastResourceUsageWithWeight (EMA advanced per placement call).
+    LeastResourceUsageWithWeight(LeastResourceUsage),
+    /// The extensible manager's LeastResourceUsageWithWeight (EMA from the brokers' load data).
+    ExtensibleLeastResourceUsageWithWeight(ExtensibleLeastResourceUsage),
+}
+
+impl Placement {
+    /// A fresh strategy; `extensible` picks the extensible variant of LeastResourceUsageWithWeight.
+    pub fn new(kind: PlacementKind, extensible: bool) -> Self {
+        match kind {
+            PlacementKind::AvgShedder => Placement::AvgShedder,
+            PlacementKind::LeastLongTermMessageRate => Placement::LeastLongTermMessageRate,
+            PlacementKind::LeastResourceUsageWithWeight if extensible => {
+                Placement::ExtensibleLeastResourceUsageWithWeight(
+                    ExtensibleLeastResourceUsage::default(),
+                )
+            }
+            PlacementKind::LeastResourceUsageWithWeight => {
+                Placement::LeastResourceUsageWithWeight(LeastResourceUsage::default())
+            }
+        }
+    }
+
+    /// The strategy's name for reasons.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Placement::AvgShedder => "AvgShedder",
+            Placement::LeastLongTermMessageRate => "LeastLongTermMessageRate",
+            Placement::LeastResourceUsageWithWeight(_) => "LeastResourceUsageWithWeight",
+            Placement::ExtensibleLeastResourceUsageWithWeight(_) => {
+                "LeastResourceUsageWithWeight(extensible)"
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn select(
+        &mut self,
+        ctx: &PlacementContext<'_>,
+        candidates: &[usize],
+        best_cache: &OnceCell<Vec<usize>>,
+        planned: Option<&str>,
+        source: Option<&str>,
+        rng: &mut StdRng,
+    ) -> Option<(usize, String)> {
+        if candidates.is_empty() {
+            return None;
+        }
+        match self {
+            Placement::AvgShedder => avg::select(ctx, candidates, planned, source, rng),
+            Placement::LeastLongTermMessageRate => {
+                least_long_term::select(ctx, candidates, best_cache, rng)
+            }
+            Placement::LeastResourceUsageWithWeight(s) => s.select(ctx, candidates, rng),
+            Placement::ExtensibleLeastResourceUsageWithWeight(s) => s.select(ctx, candidates, rng),
+        }
+    }
+
+    /// The live broker set changed (forget EMA history of gone brokers).
+    pub fn on_active_brokers_change(&mut self, active: &std::collections::BTreeSet<String>) {
+        if let Placement::LeastResourceUsageWithWeight(s) = self {
+            s.on_active_brokers_change(active);
+        }
+    }
+}
+
+/// The placement strategy plus the round-robin selector used for shedding-excluded namespaces.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlacementState {
+    /// The strategy.
+    pub strategy: Placement,
+    round_robin: i32,
+}
+
+impl PlacementState {
+    /// A fresh state.
+    pub fn new(strategy: Placement) -> Self {
+        Self {
+            strategy,
+            round_robin: 0,
+        }
+    }
+
+    /// `RoundRobinBrokerSelector`: index = counter mod n over the candidates (broker-id order); the counter
+    /// wraps to 0 after `Integer.MAX_VALUE`.
+    pub fn round_robin<'b>(&mut self, candidates: &[&'b str]) -> Option<&'b str> {
+        if candidates.is_empty() {
+            return None;
+        }
+        let pick = candidates[(self.round_robin as usize) % candidates.len()];
+        self.round_robin = if self.round_robin == i32::MAX {
+            0
+        } else {
+            self.round_robin + 1
+        };
+        Some(pick)
+    }
+}
+
+/// A chosen broker and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// Broker id.
+    pub broker: String,
+    /// Strategy reasoning plus the filters that narrowed the candidates.
+    pub reason: String,
+}
+
+/// Runs the placement pipeline for `bundle`. `planned` is AvgShedder's plan (if any) and `source` the current
+/// owner when the bundle is being shed. Errors say why no broker could be chosen.
+pub fn select_broker(
+    ctx: &PlacementContext<'_>,
+    state: &mut PlacementState,
+    bundle: &str,
+    planned: Option<&str>,
+    source: Option<&str>,
+    rng: &mut StdRng,
+) -> Result<Selection, String> {
+    let cands = ctx.candidates(bundle);
+    let base = &cands.base;
+    if base.is_empty() {
+        return Err(format!(
+            "no broker is allowed by the namespace policies{}",
+            paren(&cands.policy_note)
+        ));
+    }
+    let notes = &cands.notes;
+    let c = &cands.filtered;
+    let ns = namespace_of(bundle);
+    let (mut chosen, mut why) = if ctx
+        .settings
+        .load_balancer_shedding_excluded_namespaces
+        .contains(ns)
+    {
+        let ids: Vec<&str> = c.iter().map(|i| ctx.brokers[*i].id).collect();
+        let pick = state.round_robin(&ids).expect("non-empty");
+        (
+            ctx.index_of(pick).expect("known"),
+            format!(
+                "round-robin over {} (shedding-excluded namespace)",
+                ctx.ids(c)
+            ),
+        )
+    } else {
+        state
+            .strategy
+            .select(ctx, c, &cands.lltmr_best_filtered, planned, source, rng)
+            .ok_or_else(|| {
+                format!(
+                    "{} found no broker among {}",
+                    state.strategy.name(),
+                    ctx.ids(c)
+                )
+            })?
+    };
+    let threshold = ctx
+        .settings
+        .load_balancer_broker_overloaded_threshold_percentage as f64
+        / 100.0;
+    if ctx.brokers[chosen].w4 > threshold {
+        if let Some((again, why2)) =
+            state
+                .strategy
+                .select(ctx, base, &cands.lltmr_best_base, planned, source, rng)
+        {
+            why = format!(
+                "{} usage {}% > overload threshold {}%, re-selected over the policy candidates: {why2}",
+                ctx.brokers[chosen].id,
+                num(ctx.brokers[chosen].w4 * 100.0),
+                num(threshold * 100.0)
+            );
+            chosen = again;
+        }
+    }
+    if !notes.is_empty() {
+        why = format!("{why} [{}]", notes.join("; "));
+    }
+    Ok(Selection {
+        broker: ctx.brokers[chosen].id.to_owned(),
+        reason: why,
+    })
+}
+
+fn paren(s: &str) -> String {
+    if s.is_empty() {
+        String::new()
+    } else {
+        format!(" ({s})")
+    }
+}
+
+/// `selectBrokerForAssignment`: an existing preallocation wins; otherwise the pipeline chooses and the bundle
+/// is preallocated to the chosen broker.
+pub fn assign_bundle(
+    load: &mut LoadData,
+    settings: &Settings,
+    policies: &ClusterPolicies,
+    state: &mut PlacementState,
+    bundle: &str,
+    rng: &mut StdRng,
+) -> Result<Assignment, Skipped> {
+    if let Some(b) = load.preallocation(bundle) {
+        return Ok(Assignment {
+            bundle: bundle.to_owned(),
+            broker: b.to_owned(),
+            reason: "already preallocated".into(),
+        });
+    }
+    // Pulsar's `computeIfAbsent`: an unknown bundle gets the default data, which its preallocation then counts.
+    if load.bundle(bundle).is_none() {
+        load.set_bundle(bundle, Default::default());
+    }
+    let selection = {
+        let ctx = PlacementContext::new(load, settings, policies);
+        select_broker(&ctx, state, bundle, None, None, rng)
+    };
+    match selection {
+        Ok(sel) => {
+            load.preallocate(bundle, &sel.broker);
+            Ok(Assignment {
+                bundle: bundle.to_owned(),
+                broker: sel.broker,
+                reason: format!("{}: {}", state.strategy.name(), sel.reason),
+            })
+        }
+        Err(e) => Err(Skipped::new(bundle, format!("no assignment: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests;

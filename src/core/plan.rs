@@ -1,0 +1,148 @@
+//! Plans: what a decision pass wants done, each entry with the reason an operator can check.
+//!
+//! JSON shape (extra fields are additions; the named ones keep their names):
+//! `{"unloads":[{"bundle","source","destination","reason",...}],"assignments":[...],
+//! "splits":[{"bundle","boundaries","unloadChildren","reason",...}],"skipped":[{"subject","reason"}]}`.
+
+use serde::Serialize;
+
+/// Move `bundle` off `source`; `destination` is the broker placement chose (the one-shot destination handed
+/// to the unloading broker), absent when no broker could be chosen ahead of time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnloadDecision {
+    /// Full bundle name.
+    pub bundle: String,
+    /// Current owner.
+    pub source: String,
+    /// Planned destination (never equal to `source`).
+    pub destination: Option<String>,
+    /// Why: strategy, numbers compared, thresholds; then how the destination was chosen.
+    pub reason: String,
+    /// The shedding strategy that proposed the move.
+    pub strategy: String,
+    /// 1-based shedding cycle that produced it (always 1 outside `explain --cycles`).
+    pub cycle: u32,
+}
+
+/// Assign an unowned bundle to `broker`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Assignment {
+    /// Full bundle name.
+    pub bundle: String,
+    /// Chosen broker.
+    pub broker: String,
+    /// Why this broker.
+    pub reason: String,
+}
+
+/// Split `bundle` (owned by `broker`) at `boundaries` (`0x%08x`, sorted; empty when the owner must compute
+/// them from its topic list at split time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SplitDecision {
+    /// Full bundle name.
+    pub bundle: String,
+    /// Owner that reported it.
+    pub broker: String,
+    /// Split points strictly inside the bundle's range.
+    pub boundaries: Vec<String>,
+    /// The split algorithm.
+    pub algorithm: String,
+    /// Whether the children are unloaded right after the split.
+    pub unload_children: bool,
+    /// Which threshold was exceeded, with the numbers.
+    pub reason: String,
+}
+
+/// A candidate that was considered and not acted on, with why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Skipped {
+    /// A bundle, a broker, a broker pair (`a -> b`) or `cluster`.
+    pub subject: String,
+    /// Why nothing was done, e.g. `no unload: gap 12.0 < 15`.
+    pub reason: String,
+}
+
+impl Skipped {
+    /// A skipped entry.
+    pub fn new(subject: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            subject: subject.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Everything one decision pass wants done.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// Bundles to unload, in decision order.
+    pub unloads: Vec<UnloadDecision>,
+    /// Unowned bundles to assign.
+    pub assignments: Vec<Assignment>,
+    /// Bundles to split.
+    pub splits: Vec<SplitDecision>,
+    /// Considered and not acted on.
+    pub skipped: Vec<Skipped>,
+}
+
+impl Plan {
+    /// Whether the plan asks for nothing (skipped entries do not count).
+    pub fn is_empty(&self) -> bool {
+        self.unloads.is_empty() && self.assignments.is_empty() && self.splits.is_empty()
+    }
+
+    /// Appends another plan's entries.
+    pub fn extend(&mut self, other: Plan) {
+        self.unloads.extend(other.unloads);
+        self.assignments.extend(other.assignments);
+        self.splits.extend(other.splits);
+        self.skipped.extend(other.skipped);
+    }
+
+    /// Compact JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("plans serialise")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_keeps_the_documented_names() {
+        let plan = Plan {
+            unloads: vec![UnloadDecision {
+                bundle: "t/n/0x00000000_0xffffffff".into(),
+                source: "b1:8080".into(),
+                destination: Some("b2:8080".into()),
+                reason: "r".into(),
+                strategy: "AvgShedder".into(),
+                cycle: 1,
+            }],
+            assignments: vec![],
+            splits: vec![SplitDecision {
+                bundle: "t/n/0x00000000_0xffffffff".into(),
+                broker: "b1:8080".into(),
+                boundaries: vec!["0x7fffffff".into()],
+                algorithm: "range_equally_divide".into(),
+                unload_children: true,
+                reason: "s".into(),
+            }],
+            skipped: vec![Skipped::new("cluster", "x")],
+        };
+        let v: serde_json::Value = serde_json::from_str(&plan.to_json()).unwrap();
+        assert_eq!(v["unloads"][0]["destination"], "b2:8080");
+        assert_eq!(v["unloads"][0]["source"], "b1:8080");
+        assert_eq!(v["splits"][0]["unloadChildren"], true);
+        assert_eq!(v["splits"][0]["boundaries"][0], "0x7fffffff");
+        assert_eq!(v["skipped"][0]["subject"], "cluster");
+        assert!(!plan.is_empty());
+        assert!(Plan::default().is_empty());
+    }
+}

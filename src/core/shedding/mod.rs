@@ -1,0 +1,145 @@
+//! Shedding strategies: which bundles to move off which brokers. Each is a type behind [`Shedder`] holding its
+//! own cross-cycle state (EMA history, hit counters, cool-downs); the cycle in [`crate::core::run_shedding_cycle`]
+//! applies the common filters and placement to what they propose.
+//!
+//! Every strategy sees the *shedding view* of Pulsar's `getBundleDataForLoadShedding`: bundle data without the
+//! brokers' system-service namespaces (heartbeat, SLA monitor), and skips bundles still in the recently-unloaded
+//! map. A broker's bundles are its report's `bundles` set (what Pulsar's strategies read).
+
+mod avg;
+mod overload;
+mod threshold;
+mod transfer;
+mod uniform;
+
+pub use avg::AvgShedder;
+pub use overload::OverloadShedder;
+pub use threshold::ThresholdShedder;
+pub use transfer::TransferShedder;
+pub use uniform::UniformLoadShedder;
+
+use std::collections::BTreeSet;
+
+use super::load_data::LoadData;
+use super::plan::Skipped;
+use super::policies::ClusterPolicies;
+use super::{is_system_service_bundle, num};
+use crate::config::{Settings, ShedderKind};
+use crate::model::BundleData;
+
+/// Everything a shedder reads.
+#[derive(Debug, Clone, Copy)]
+pub struct SheddingContext<'a> {
+    /// The load data.
+    pub load: &'a LoadData,
+    /// The settings.
+    pub settings: &'a Settings,
+    /// Policies (TransferShedder's transferability checks).
+    pub policies: &'a ClusterPolicies,
+    /// Now, epoch ms.
+    pub now: i64,
+}
+
+/// A bundle a shedder wants moved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// Full bundle name.
+    pub bundle: String,
+    /// Its current owner.
+    pub source: String,
+    /// A destination the strategy chose: AvgShedder's plan (honoured by AvgShedder placement) or
+    /// TransferShedder's transfer target.
+    pub planned: Option<String>,
+    /// Whether `planned` is final (TransferShedder already ran the filters for it) rather than a plan that
+    /// placement may replace.
+    pub binding: bool,
+    /// Why, with numbers and thresholds.
+    pub reason: String,
+}
+
+/// What a shedder proposes in one cycle.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SheddingOutcome {
+    /// Proposed moves, in decision order.
+    pub candidates: Vec<Candidate>,
+    /// Brokers, pairs and bundles considered and left alone, with why.
+    pub skipped: Vec<Skipped>,
+}
+
+/// A shedding strategy.
+pub trait Shedder: Send + std::fmt::Debug {
+    /// Which strategy this is.
+    fn kind(&self) -> ShedderKind;
+
+    /// One shedding pass (Pulsar's `findBundlesForUnloading`). May update the strategy's own state.
+    fn find_bundles(&mut self, ctx: &SheddingContext<'_>) -> SheddingOutcome;
+
+    /// The set of live brokers changed: forget state about brokers no longer present.
+    fn on_active_brokers_change(&mut self, _active: &BTreeSet<String>) {}
+
+    /// The unload attempts of the last pass finished (AvgShedder 5.0 drops its plans here).
+    fn on_unload_attempt_completed(&mut self) {}
+}
+
+/// A fresh shedder of the given kind.
+pub fn new_shedder(kind: ShedderKind) -> Box<dyn Shedder> {
+    match kind {
+        ShedderKind::AvgShedder => Box::new(AvgShedder::default()),
+        ShedderKind::ThresholdShedder => Box::new(ThresholdShedder::default()),
+        ShedderKind::OverloadShedder => Box::new(OverloadShedder),
+        ShedderKind::UniformLoadShedder => Box::new(UniformLoadShedder),
+        ShedderKind::TransferShedder => Box::new(TransferShedder::default()),
+    }
+}
+
+/// A broker's sheddable bundles with their data: in its `bundles` set, in the shedding view (not a system-service
+/// namespace, data known) and not recently unloaded. Sorted by bundle name (the documented tie-break).
+pub(crate) fn sheddable_bundles<'a>(
+    load: &'a LoadData,
+    broker: &str,
+) -> Vec<(&'a String, &'a BundleData)> {
+    let Some(entry) = load.broker(broker) else {
+        return Vec::new();
+    };
+    entry
+        .local
+        .bundles
+        .iter()
+        .filter(|b| !is_system_service_bundle(b) && !load.is_recently_unloaded(b))
+        .filter_map(|b| load.bundle(b).map(|d| (b, d)))
+        .collect()
+}
+
+/// Short-term throughput in + out of a bundle, B/s.
+pub(crate) fn short_tp(d: &BundleData) -> f64 {
+    d.short_term_data.total_msg_throughput()
+}
+
+/// Short-term rate in + out of a bundle, msg/s.
+pub(crate) fn short_rate(d: &BundleData) -> f64 {
+    d.short_term_data.total_msg_rate()
+}
+
+/// The greedy selection of ThresholdShedder and OverloadShedder: bundles by short-term throughput descending
+/// (ties by name), taken while the marked throughput is below `need` or nothing is taken yet.
+pub(crate) fn greedy_by_throughput(load: &LoadData, broker: &str, need: f64) -> Vec<(String, f64)> {
+    let mut bundles: Vec<(String, f64)> = sheddable_bundles(load, broker)
+        .into_iter()
+        .map(|(b, d)| (b.clone(), short_tp(d)))
+        .collect();
+    bundles.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let mut marked = 0.0;
+    let mut out = Vec::new();
+    for (bundle, tp) in bundles {
+        if marked < need || out.is_empty() {
+            marked += tp;
+            out.push((bundle, tp));
+        }
+    }
+    out
+}
+
+/// `x MiB/s` for reasons.
+pub(crate) fn mib(v: f64) -> String {
+    format!("{} MiB/s", num(v / super::MIB))
+}

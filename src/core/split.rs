@@ -1,0 +1,397 @@
+//! Bundle split selection of the modular load manager (`BundleSplitterTask` + `checkNamespaceBundleSplit`).
+//!
+//! Runs only when `loadBalancerAutoBundleSplitEnabled` and more than one broker is known. For each broker (id
+//! order) and each bundle of its `lastStats` (name order):
+//! * skip when the bundle has fewer than 2 topics;
+//! * rate/throughput are the **long-term** msg/s and B/s (in + out) of the bundle's data (0 when unknown);
+//! * a candidate when `topics > loadBalancerNamespaceBundleMaxTopics`, or
+//!   `loadBalancerNamespaceBundleMaxSessions > 0` and producers + consumers exceed it, or the rate exceeds
+//!   `loadBalancerNamespaceBundleMaxMsgRate`, or the throughput exceeds
+//!   `loadBalancerNamespaceBundleMaxBandwidthMbytes` MiB/s;
+//! * and only while the namespace's bundle count plus the splits already chosen for it stays below
+//!   `loadBalancerNamespaceMaximumBundles`. The count comes from the namespace's boundaries when known, else
+//!   from the distinct bundles of that namespace in the load data.
+//!
+//! Then the bundle must be splittable (`upper − lower > 1`) and, when the namespace's boundaries are known, be
+//! one of them. Boundaries come from `defaultNamespaceBundleSplitAlgorithm` (Pulsar's admin call passes no
+//! algorithm); topic-based algorithms need the bundle's topics ([`SplitTopics`]) and otherwise leave the
+//! boundaries to the owner. Children are unloaded when `loadBalancerAutoUnloadSplitBundlesEnabled` and the
+//! namespace-policy and anti-affinity checks of shedding allow moving the bundle.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::placement::{filters, PlacementContext};
+use super::plan::{Plan, Skipped, SplitDecision};
+use super::policies::ClusterPolicies;
+use super::{namespace_of, num, LoadData, MIB};
+use crate::bundle::{
+    format_hash, split_bundle, BundleName, SplitAlgorithm, SplitInput, SplitOutcome, TopicTraffic,
+};
+use crate::config::Settings;
+
+/// Per-bundle topics (and per-topic traffic) for the topic-based split algorithms.
+pub type SplitTopics = BTreeMap<String, BTreeMap<String, TopicTraffic>>;
+
+/// Selects the bundles to split and computes their boundaries.
+pub fn find_bundles_to_split(
+    load: &LoadData,
+    settings: &Settings,
+    policies: &ClusterPolicies,
+    topics: &SplitTopics,
+) -> Plan {
+    let mut plan = Plan::default();
+    if !settings.load_balancer_auto_bundle_split_enabled {
+        plan.skipped.push(Skipped::new(
+            "cluster",
+            "no split: loadBalancerAutoBundleSplitEnabled is false",
+        ));
+        return plan;
+    }
+    if load.broker_count() <= 1 {
+        plan.skipped.push(Skipped::new(
+            "cluster",
+            format!("no split: {} broker(s) known", load.broker_count()),
+        ));
+        return plan;
+    }
+    let s = settings;
+    let max_bundles = s.load_balancer_namespace_maximum_bundles.max(0) as usize;
+    let max_topics = s.load_balancer_namespace_bundle_max_topics as i64;
+    let max_sessions = s.load_balancer_namespace_bundle_max_sessions as i64;
+    let max_rate = s.load_balancer_namespace_bundle_max_msg_rate as f64;
+    let max_bw = s.load_balancer_namespace_bundle_max_bandwidth_mbytes as f64 * MIB;
+    let mut known_per_ns: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for name in load.bundle_names() {
+        known_per_ns
+            .entry(namespace_of(name))
+            .or_default()
+            .insert(name);
+    }
+    for (_, e) in load.brokers() {
+        for b in e.local.last_stats.keys() {
+            known_per_ns.entry(namespace_of(b)).or_default().insert(b);
+        }
+    }
+    let mut chosen_per_ns: BTreeMap<String, usize> = BTreeMap::new();
+    let ctx = PlacementContext::new(load, settings, policies);
+    for (broker, e) in load.brokers() {
+        for (bundle, stats) in &e.local.last_stats {
+            if stats.topics < 2 {
+                continue;
+            }
+            let (rate, tp) = load.bundle(bundle).map_or((0.0, 0.0), |d| {
+                (
+                    d.long_term_data.total_msg_rate(),
+                    d.long_term_data.total_msg_throughput(),
+                )
+            });
+            let sessions = stats.consumer_count as i64 + stats.producer_count as i64;
+            let why = if stats.topics > max_topics {
+                format!(
+                    "topics {} > loadBalancerNamespaceBundleMaxTopics {max_topics}",
+                    stats.topics
+                )
+            } else if max_sessions > 0 && sessions > max_sessions {
+                format!(
+                    "sessions {sessions} > loadBalancerNamespaceBundleMaxSessions {max_sessions}"
+                )
+            } else if rate > max_rate {
+                format!(
+                    "long-term msg rate {} msg/s > loadBalancerNamespaceBundleMaxMsgRate {}",
+                    num(rate),
+                    num(max_rate)
+                )
+            } else if tp > max_bw {
+                format!(
+                    "long-term throughput {} MiB/s > loadBalancerNamespaceBundleMaxBandwidthMbytes {}",
+                    num(tp / MIB),
+                    s.load_balancer_namespace_bundle_max_bandwidth_mbytes
+                )
+            } else {
+                continue;
+            };
+            let ns = namespace_of(bundle);
+            let count = policies
+                .bundle_count(ns)
+                .unwrap_or_else(|| known_per_ns.get(ns).map_or(1, BTreeSet::len));
+            let already = chosen_per_ns.get(ns).copied().unwrap_or(0);
+            if count + already >= max_bundles {
+                plan.skipped.push(Skipped::new(
+                    bundle.clone(),
+                    format!("no split: {why}, but namespace {ns} has {count} bundles (+{already} splitting) >= loadBalancerNamespaceMaximumBundles {max_bundles}"),
+                ));
+                continue;
+            }
+            let name = match BundleName::parse(bundle) {
+                Ok(n) => n,
+                Err(err) => {
+                    plan.skipped.push(Skipped::new(
+                        bundle.clone(),
+                        format!("no split: {why}, but {err}"),
+                    ));
+                    continue;
+                }
+            };
+            let range = name.range();
+            if !range.splittable() {
+                plan.skipped.push(Skipped::new(
+                    bundle.clone(),
+                    format!("no split: {why}, but the range holds one hash value"),
+                ));
+                continue;
+            }
+            if let Some(nb) = policies.namespaces.get(ns).and_then(|p| p.bundles.as_ref()) {
+                if !nb.contains_range(range) {
+                    plan.skipped.push(Skipped::new(
+                        bundle.clone(),
+                        format!("no split: {why}, but the bundle no longer exists"),
+                    ));
+                    continue;
+                }
+            }
+            let algorithm = s.default_namespace_bundle_split_algorithm;
+            let boundaries = match boundaries(range, algorithm, bundle, topics, s) {
+                Ok(b) => b,
+                Err(reason) => {
+                    plan.skipped.push(Skipped::new(
+                        bundle.clone(),
+                        format!("no split: {why}, but {reason}"),
+                    ));
+                    continue;
+                }
+            };
+            *chosen_per_ns.entry(ns.to_owned()).or_insert(0) += 1;
+            let unload_children = s.load_balancer_auto_unload_split_bundles_enabled && {
+                let (c, _) = filters::namespace_policy_candidates(&ctx, bundle);
+                let src = ctx.index_of(broker);
+                c.iter().any(|i| Some(*i) != src)
+                    && filters::anti_affinity_allows_unload(&ctx, bundle, broker, &c).is_ok()
+            };
+            plan.splits.push(SplitDecision {
+                bundle: bundle.clone(),
+                broker: broker.clone(),
+                boundaries: boundaries.iter().map(|b| format_hash(*b)).collect(),
+                algorithm: algorithm.name().to_owned(),
+                unload_children,
+                reason: format!(
+                    "split: {why}; {}",
+                    if boundaries.is_empty() {
+                        format!(
+                            "{} boundaries computed by the owner from its topics",
+                            algorithm.name()
+                        )
+                    } else {
+                        format!(
+                            "{} at {}",
+                            algorithm.name(),
+                            boundaries
+                                .iter()
+                                .map(|b| format_hash(*b))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    }
+                ),
+            });
+        }
+    }
+    plan
+}
+
+fn boundaries(
+    range: crate::bundle::BundleRange,
+    algorithm: SplitAlgorithm,
+    bundle: &str,
+    topics: &SplitTopics,
+    s: &Settings,
+) -> Result<Vec<u64>, String> {
+    let needs_topics = matches!(
+        algorithm,
+        SplitAlgorithm::TopicCountEquallyDivide | SplitAlgorithm::FlowOrQpsEquallyDivide
+    );
+    let mut input = SplitInput {
+        max_msg_rate: s.load_balancer_namespace_bundle_max_msg_rate as f64,
+        max_bandwidth_mbytes: s.load_balancer_namespace_bundle_max_bandwidth_mbytes as f64,
+        flow_or_qps_difference_threshold_percentage: s.flow_or_qps_difference_threshold_percentage
+            as f64,
+        ..Default::default()
+    };
+    if needs_topics {
+        let Some(t) = topics.get(bundle) else {
+            return Ok(Vec::new());
+        };
+        for (name, traffic) in t {
+            let topic = crate::bundle::TopicName::parse(name).map_err(|e| e.to_string())?;
+            input.topics.push(topic);
+            input.traffic.insert(name.clone(), *traffic);
+        }
+    }
+    match split_bundle(range, algorithm, &input).map_err(|e| e.to_string())? {
+        SplitOutcome::Split(points) => Ok(points),
+        SplitOutcome::NoSplit(reason) => Err(format!(
+            "{} gives no split point: {reason}",
+            algorithm.name()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::NamespaceBundles;
+    use crate::core::policies::NamespacePolicy;
+    use crate::model::{BundleData, LocalBrokerData, NamespaceBundleStats};
+
+    fn load(bundles: &[(&str, i64, f64)]) -> LoadData {
+        let mut ld = LoadData::new();
+        let mut b = LocalBrokerData::default();
+        for (name, topics, rate_in) in bundles {
+            b.last_stats.insert(
+                name.to_string(),
+                NamespaceBundleStats {
+                    topics: *topics,
+                    ..Default::default()
+                },
+            );
+            let mut d = BundleData::default();
+            d.long_term_data.msg_rate_in = *rate_in;
+            d.long_term_data.msg_rate_out = 1.0;
+            d.long_term_data.msg_throughput_in = 0.0;
+            d.long_term_data.msg_throughput_out = 0.0;
+            ld.set_bundle(name, d);
+        }
+        ld.insert_broker("broker:8080", b);
+        ld.insert_broker("other:8080", LocalBrokerData::default());
+        ld
+    }
+
+    #[test]
+    fn a_bundle_with_one_topic_is_never_split() {
+        // BundleSplitterTaskTest.testSplitTaskWhenTopicJustOne: rate above the maximum, one topic.
+        let ld = load(&[("ten/ns/0x00000000_0x80000000", 1, 30000.0)]);
+        let plan = find_bundles_to_split(
+            &ld,
+            &Settings::default(),
+            &ClusterPolicies::none(),
+            &SplitTopics::new(),
+        );
+        assert!(plan.splits.is_empty());
+    }
+
+    #[test]
+    fn the_namespace_maximum_caps_splits() {
+        // BundleSplitterTaskTest.testLoadBalancerNamespaceMaximumBundles: three hot bundles, maximum 3 — splits
+        // plus the current count never exceed the maximum.
+        let hot = [
+            ("ten/ns/0x00000000_0x20000000", 5, 60000.0),
+            ("ten/ns/0x20000000_0x40000000", 5, 60000.0),
+            ("ten/ns/0x40000000_0x60000000", 5, 60000.0),
+        ];
+        let ld = load(&hot);
+        let mut s = Settings::default();
+        s.load_balancer_namespace_maximum_bundles = 3;
+        let mut policies = ClusterPolicies::none();
+        let nb = NamespaceBundles::from_boundaries(vec![
+            0,
+            0x2000_0000,
+            0x4000_0000,
+            0x6000_0000,
+            0xffff_ffff,
+        ])
+        .unwrap();
+        policies.namespaces.insert(
+            "ten/ns".into(),
+            NamespacePolicy {
+                bundles: Some(nb),
+                anti_affinity_group: None,
+            },
+        );
+        let plan = find_bundles_to_split(&ld, &s, &policies, &SplitTopics::new());
+        assert_eq!(plan.splits.len() + 4, 4, "already at 4 bundles >= 3");
+        // Without known boundaries the count is the 3 bundles seen; maximum 5 allows two splits.
+        s.load_balancer_namespace_maximum_bundles = 5;
+        let plan = find_bundles_to_split(&ld, &s, &ClusterPolicies::none(), &SplitTopics::new());
+        assert_eq!(plan.splits.len() + 3, 5);
+        assert_eq!(plan.skipped.len(), 1);
+        let first = &plan.splits[0];
+        assert_eq!(first.boundaries, ["0x10000000"]);
+        assert!(first.unload_children);
+        assert_eq!(
+            first.reason,
+            "split: long-term msg rate 60001.0 msg/s > loadBalancerNamespaceBundleMaxMsgRate 30000.0; range_equally_divide at 0x10000000"
+        );
+    }
+
+    #[test]
+    fn thresholds_topics_sessions_bandwidth() {
+        let mut ld = load(&[
+            ("t/n/0x00000000_0x80000000", 1001, 0.0),
+            ("t/n/0x80000000_0xffffffff", 2, 0.0),
+        ]);
+        let e = ld.broker_mut("broker:8080").unwrap();
+        let st = e
+            .local
+            .last_stats
+            .get_mut("t/n/0x80000000_0xffffffff")
+            .unwrap();
+        st.producer_count = 600;
+        st.consumer_count = 401;
+        let plan = find_bundles_to_split(
+            &ld,
+            &Settings::default(),
+            &ClusterPolicies::none(),
+            &SplitTopics::new(),
+        );
+        let reasons: Vec<&str> = plan.splits.iter().map(|s| s.reason.as_str()).collect();
+        assert!(reasons[0].contains("topics 1001 > loadBalancerNamespaceBundleMaxTopics 1000"));
+        assert!(reasons[1].contains("sessions 1001 > loadBalancerNamespaceBundleMaxSessions 1000"));
+        let mut s = Settings::default();
+        s.load_balancer_namespace_bundle_max_sessions = 0;
+        s.load_balancer_auto_unload_split_bundles_enabled = false;
+        let plan = find_bundles_to_split(&ld, &s, &ClusterPolicies::none(), &SplitTopics::new());
+        assert_eq!(
+            plan.splits.len(),
+            1,
+            "sessions ignored when the maximum is 0"
+        );
+        assert!(!plan.splits[0].unload_children);
+        let mut d = BundleData::default();
+        d.long_term_data.msg_throughput_in = 101.0 * MIB;
+        d.long_term_data.msg_rate_in = 0.0;
+        ld.set_bundle("t/n/0x80000000_0xffffffff", d);
+        let plan = find_bundles_to_split(&ld, &s, &ClusterPolicies::none(), &SplitTopics::new());
+        assert!(plan.splits[1].reason.contains(
+            "long-term throughput 101.0 MiB/s > loadBalancerNamespaceBundleMaxBandwidthMbytes 100"
+        ));
+        s.load_balancer_auto_bundle_split_enabled = false;
+        assert!(
+            find_bundles_to_split(&ld, &s, &ClusterPolicies::none(), &SplitTopics::new())
+                .splits
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn topic_count_algorithm_uses_the_topic_list() {
+        let ld = load(&[("public/default/0x00000000_0xffffffff", 1500, 0.0)]);
+        let mut s = Settings::default();
+        s.default_namespace_bundle_split_algorithm = SplitAlgorithm::TopicCountEquallyDivide;
+        let plan = find_bundles_to_split(&ld, &s, &ClusterPolicies::none(), &SplitTopics::new());
+        assert!(plan.splits[0].boundaries.is_empty());
+        assert!(plan.splits[0].reason.ends_with(
+            "topic_count_equally_divide boundaries computed by the owner from its topics"
+        ));
+        let mut topics = SplitTopics::new();
+        let t: BTreeMap<String, TopicTraffic> = [
+            "persistent://public/default/my-topic-partition-0",
+            "persistent://public/default/my-topic-partition-1",
+        ]
+        .iter()
+        .map(|n| (n.to_string(), TopicTraffic::default()))
+        .collect();
+        topics.insert("public/default/0x00000000_0xffffffff".into(), t);
+        let plan = find_bundles_to_split(&ld, &s, &ClusterPolicies::none(), &topics);
+        // Hashes 0x3d4b4235 and 0x4a4c72a3: midpoint 0x43cbda6c.
+        assert_eq!(plan.splits[0].boundaries, ["0x43cbda6c"]);
+    }
+}

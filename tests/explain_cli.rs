@@ -1,0 +1,75 @@
+//! `loadmgr explain` end to end on the example snapshot.
+
+use std::process::Command;
+
+fn explain(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_loadmgr"))
+        .arg("explain")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("runs")
+}
+
+#[test]
+fn explains_the_example_snapshot() {
+    let out = explain(&["--snapshot", "examples/snapshot.json", "--cycles", "2"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("AvgShedder shedding, AvgShedder placement, 2 cycle(s)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "[cycle 2] public/default/0x00000000_0x20000000: broker-1:8080 -> broker-2:8080"
+        ),
+        "{text}"
+    );
+
+    let out = explain(&[
+        "--snapshot",
+        "examples/snapshot.json",
+        "--cycles",
+        "2",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["unloads"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        v["unloads"][1]["bundle"],
+        "public/default/0x60000000_0x80000000"
+    );
+    assert!(v["skipped"].is_array() && v["splits"].is_array());
+
+    let out = explain(&[
+        "--snapshot",
+        "examples/snapshot.json",
+        "--strategy",
+        "ThresholdShedder",
+    ]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains("ThresholdShedder shedding, LeastLongTermMessageRate placement"));
+}
+
+#[test]
+fn bad_input_fails_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"now": 1, "brokers": {"b:1": {"numTopics": "many"}}}"#,
+    )
+    .unwrap();
+    let out = explain(&["--snapshot", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/brokers/b:1/numTopics"), "{err}");
+    let out = explain(&["--snapshot", "examples/snapshot.json", "--strategy", "Nope"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown --strategy Nope"));
+}
