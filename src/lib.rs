@@ -4,4 +4,7 @@
 pub mod bundle;
 pub mod cli;
 pub mod config;
+pub mod coordination;
 pub mod model;
+pub mod store;
+pub mod testing;
