@@ -82,3 +82,4 @@ macro_rules! conformance_tests {
 
 conformance_tests!(memory, memory());
 conformance_tests!(zookeeper, zookeeper());
+conformance_tests!(etcd, etcd_sessions());

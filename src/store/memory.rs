@@ -387,12 +387,11 @@ impl MemoryStore {
             let mut st = self.session.state.lock().unwrap();
             for (op, result) in ops.iter().zip(&results) {
                 match (op, result) {
-                    (Op::Put { value, .. }, OpResult::Put(stat)) => {
+                    (Op::Put { value, .. }, OpResult::Put(stat))
                         if created_ephemerals.contains(&stat.path)
-                            || (stat.created_by_self && st.ephemerals.contains_key(&stat.path))
-                        {
-                            st.ephemerals.insert(stat.path.clone(), value.clone());
-                        }
+                            || (stat.created_by_self && st.ephemerals.contains_key(&stat.path)) =>
+                    {
+                        st.ephemerals.insert(stat.path.clone(), value.clone());
                     }
                     (Op::Delete { path, .. }, OpResult::Delete) => {
                         st.ephemerals.remove(path);

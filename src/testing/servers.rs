@@ -393,14 +393,14 @@ impl ZkEnsemble {
             })
             .collect();
         let mut nodes = Vec::new();
-        for i in 0..n {
+        for (i, &port) in ports.iter().take(n).enumerate() {
             let node_dir = dir.path().join(format!("zk{}", i + 1));
-            let config = write_zk_config(&node_dir, ports[i], 500, &servers);
+            let config = write_zk_config(&node_dir, port, 500, &servers);
             std::fs::write(node_dir.join("data/myid"), format!("{}\n", i + 1)).expect("write myid");
             let mut p = ZkProcess {
                 config,
                 log: node_dir.join("zk.log"),
-                port: ports[i],
+                port,
                 process: None,
             };
             p.launch();
