@@ -1,8 +1,10 @@
 //! The `loadmgr` command line: one module per subcommand, each a thin clap wrapper over the library.
 
+pub mod bench;
 pub mod bundles;
 pub mod config;
 pub mod json;
+pub mod store;
 
 use std::fmt;
 use std::process::ExitCode;
@@ -62,6 +64,11 @@ pub enum Command {
     /// Read broker.conf and print the effective load-balancer settings.
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// Inspect and edit nodes of a metadata store (zk:, etcd:, memory:).
+    Store(store::StoreArgs),
+    /// Benchmarks against a live store.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 /// Runs a parsed command line and turns the outcome into an exit status.
@@ -70,6 +77,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Bundles(cmd) => bundles::run(cmd),
         Command::Json(cmd) => json::run(cmd),
         Command::Config(cmd) => config::run(cmd),
+        Command::Store(args) => store::run(args),
+        Command::Bench(cmd) => bench::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -78,6 +87,23 @@ pub fn run(cli: Cli) -> ExitCode {
             ExitCode::from(e.code)
         }
     }
+}
+
+/// Runs an async command on a fresh multi-threaded runtime, with `LOADMGR_LOG` (default `warn`) logging to
+/// stderr.
+pub(crate) fn block_on<F: std::future::Future<Output = CliResult>>(future: F) -> CliResult {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LOADMGR_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new(format!("cannot start the async runtime: {e}")))?
+        .block_on(future)
 }
 
 /// Reads a file, or standard input for `-`; errors name the file.

@@ -508,10 +508,8 @@ pub struct Capabilities {
     /// An ephemeral node may not have children (ZooKeeper and memory).
     pub ephemeral_parents_forbidden: bool,
     /// [`Op::Check`] tells a deleted-and-recreated guard node from the original even at the same version
-    /// (etcd compares the create revision; memory both). ZooKeeper's multi can only check the version, so a
-    /// guard node deleted and re-created *by someone else* that reaches the same version passes; the multi
-    /// still fails once this store's session has expired, and the coordination layer drops leadership on the
-    /// `Deleted` notification.
+    /// (etcd compares the create revision in the txn; memory under its lock; ZooKeeper, whose multi can only
+    /// check versions, for ephemerals this store created — see `zookeeper`'s module docs).
     pub guard_checks_incarnation: bool,
 }
 
@@ -529,7 +527,7 @@ impl Backend {
                 implicit_parents: true,
                 timestamps: true,
                 ephemeral_parents_forbidden: true,
-                guard_checks_incarnation: false,
+                guard_checks_incarnation: true,
             },
             Backend::Etcd => Capabilities {
                 implicit_parents: false,

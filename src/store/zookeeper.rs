@@ -12,7 +12,7 @@
 //! | delete | `delete(n or -1)`; NONODE → `NotFound`, NOTEMPTY → `NotEmpty` |
 //! | ephemeral / sequential | `EPHEMERAL`, `*_SEQUENTIAL` (10-digit suffix from the parent's counter) |
 //! | batch | one `multi` (atomic); an unconditional put is first tried as `setData` and turned into a `create` if the multi reports NONODE for it; missing parents are created before a retry; split above ~900 KiB (jute.maxbuffer is ~1 MiB) |
-//! | guard ([`super::Op::Check`]) | `check(path, version)` in the multi; the multi runs in this store's session |
+//! | guard ([`super::Op::Check`]) | `check(path, version)` in the multi, which runs in this store's session; for an ephemeral this store created, the guard's `czxid` must also still be the one this session created (see below) |
 //! | Stat | `dataVersion`, `czxid`, `mzxid`, `ctime`, `mtime`; ephemeral = `ephemeralOwner ≠ 0` (Pulsar tests `≠ -1`, which marks every node ephemeral); created-by-self = owner is our session |
 //! | notifications | one **persistent recursive watch** on `/` (installed with the first subscription; re-added in every new session); `ChildrenChanged` is synthesised for the parent of a created or deleted node (recursive watches never deliver NodeChildrenChanged) |
 //! | ACL | `world:anyone` all (Pulsar's OPEN_ACL_UNSAFE) or, with digest credentials, creator-only / creator-all + world-read ([`super::ZkAcl`]) |
@@ -42,8 +42,15 @@
 //! * Containers vanish about a minute after their last child: never rely on a parent persisting (use
 //!   `MetadataStoreExt::create_parents` for explicit persistent parents).
 //! * A multi's create may return an invalid Stat (ZOOKEEPER-4026): it is then read back.
+//! * A multi can check only a node's *version*, and a node deleted and re-created restarts at version 0, so
+//!   a version check alone would let a deposed holder's write through once a successor's node reaches the
+//!   holder's version. The store therefore also remembers the `czxid` of every ephemeral it created in its
+//!   current session and marks it gone when it deletes it, when the recursive watch (installed for any batch
+//!   with a guard) reports it deleted, and when the session ends; a guard on such a path must match it. The
+//!   remaining window is a deletion by another session whose notification has not arrived yet (about a
+//!   millisecond on loopback). etcd has no such window (it compares the create revision in the txn).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
@@ -98,6 +105,11 @@ struct Inner {
     events: Fanout<SessionEvent>,
     /// Ephemerals this store created and has not deleted, with their last values.
     ephemerals: Mutex<BTreeMap<String, Vec<u8>>>,
+    /// czxid of each ephemeral this store created in its current session; -1 once it is gone (deleted by
+    /// anyone, or its session ended). Guards on these paths must match it (see the module docs).
+    owned: Mutex<HashMap<String, i64>>,
+    /// Every session id this store has had (its old ephemerals may outlive a local expiry for a while).
+    sessions: Mutex<Vec<i64>>,
     connected: AtomicBool,
     lost: AtomicBool,
     closed: AtomicBool,
@@ -340,12 +352,20 @@ impl Inner {
                 .unwrap()
                 .insert(path.to_string(), value.to_vec());
         }
-        if stat.is_invalid() {
+        let stat = if stat.is_invalid() {
             match client.check_stat(path).await {
-                Ok(Some(s)) => return Ok(self.stat(path, &s, session)),
+                Ok(Some(s)) => s,
                 Ok(None) => return Err(Error::not_found(path)),
                 Err(e) => return Err(self.map_err(e, "stat", path)),
             }
+        } else {
+            stat
+        };
+        if options.ephemeral {
+            self.owned
+                .lock()
+                .unwrap()
+                .insert(path.to_string(), stat.czxid);
         }
         Ok(self.stat(path, &stat, session))
     }
@@ -361,6 +381,7 @@ impl Inner {
         match client.delete(path, expected.map(|v| v as i32)).await {
             Ok(()) => {
                 self.ephemerals.lock().unwrap().remove(path);
+                self.disown(path);
                 Ok(())
             }
             Err(zk::Error::BadVersion) => Err(Error::bad_version(path, expected.unwrap_or(-1))),
@@ -368,7 +389,7 @@ impl Inner {
         }
     }
 
-    async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
+    async fn batch(self: &Arc<Self>, ops: Vec<Op>) -> Result<Vec<OpResult>> {
         for op in &ops {
             validate_path(op.path())?;
             if op.path() == "/" && !matches!(op, Op::Check(_)) {
@@ -389,13 +410,29 @@ impl Inner {
     }
 
     /// One atomic multi.
-    async fn multi(&self, ops: Vec<&Op>) -> Result<Vec<OpResult>> {
+    async fn multi(self: &Arc<Self>, ops: Vec<&Op>) -> Result<Vec<OpResult>> {
         #[derive(Clone, Copy, PartialEq)]
         enum Plan {
             Set(Option<i32>),
             Create(bool),
             Delete(Option<i32>),
             Check(i32),
+        }
+        if ops.iter().any(|op| matches!(op, Op::Check(_))) {
+            // Deletions of owned nodes are learnt from the recursive watch.
+            self.ensure_watch().await?;
+        }
+        for op in &ops {
+            if let Op::Check(g) = op {
+                match self.owned.lock().unwrap().get(&g.path) {
+                    Some(czxid) if *czxid != g.creation_revision => {
+                        return Err(Error::Fenced {
+                            path: g.path.clone(),
+                        })
+                    }
+                    _ => {}
+                }
+            }
         }
         let client = self.client()?;
         let session = client.session_id().0;
@@ -467,6 +504,7 @@ impl Inner {
                             }
                             (Op::Delete { path, .. }, zk::MultiWriteResult::Delete) => {
                                 self.ephemerals.lock().unwrap().remove(path.as_str());
+                                self.disown(path);
                                 OpResult::Delete
                             }
                             (Op::Check(_), zk::MultiWriteResult::Check) => OpResult::Check,
@@ -531,6 +569,13 @@ impl Inner {
                     }
                 }
             }
+        }
+    }
+
+    /// Marks an owned node as gone, so guards on it fail.
+    fn disown(&self, path: &str) {
+        if let Some(czxid) = self.owned.lock().unwrap().get_mut(path) {
+            *czxid = -1;
         }
     }
 
@@ -621,6 +666,8 @@ impl ZkStore {
             notifications: Fanout::default(),
             events: Fanout::default(),
             ephemerals: Mutex::new(BTreeMap::new()),
+            owned: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(Vec::new()),
             connected: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -696,7 +743,11 @@ fn install_client(inner: &Arc<Inner>, client: zk::Client) {
     let generation = inner.generation.fetch_add(1, Ordering::SeqCst) + 1;
     let states = client.state_watcher();
     let timeout = client.session_timeout();
+    inner.sessions.lock().unwrap().push(client.session_id().0);
     *inner.client.write().unwrap() = Some(client);
+    for czxid in inner.owned.lock().unwrap().values_mut() {
+        *czxid = -1;
+    }
     inner.connected.store(true, Ordering::SeqCst);
     inner.lost.store(false, Ordering::SeqCst);
     let weak = Arc::downgrade(inner);
@@ -828,16 +879,43 @@ impl Inner {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        let current = client.session_id().0;
         for (path, value) in entries {
-            match self
-                .create(&client, &path, &value, CreateOptions::EPHEMERAL)
-                .await
-            {
-                Ok(_) => tracing::info!("re-created ephemeral {path}"),
-                Err(e) => {
-                    tracing::warn!("cannot re-create ephemeral {path}: {e}");
-                    if e == zk::Error::NodeExists {
-                        self.ephemerals.lock().unwrap().remove(&path);
+            for _ in 0..3 {
+                match self
+                    .create(&client, &path, &value, CreateOptions::EPHEMERAL)
+                    .await
+                {
+                    Ok((_, stat)) => {
+                        self.owned.lock().unwrap().insert(path.clone(), stat.czxid);
+                        tracing::info!("re-created ephemeral {path}");
+                        break;
+                    }
+                    Err(zk::Error::NodeExists) => {
+                        // Still held by one of our earlier sessions (the server has not expired it yet, e.g.
+                        // after a server restart): take it over; held by anyone else: give it up.
+                        let stat = client.check_stat(&path).await.ok().flatten();
+                        let old_session = stat.as_ref().is_some_and(|s| {
+                            s.ephemeral_owner != current
+                                && self.sessions.lock().unwrap().contains(&s.ephemeral_owner)
+                        });
+                        match stat {
+                            Some(s) if old_session => {
+                                let _ = client.delete(&path, Some(s.version)).await;
+                            }
+                            Some(_) => {
+                                tracing::warn!(
+                                    "ephemeral {path} is held by another session; not re-created"
+                                );
+                                self.ephemerals.lock().unwrap().remove(&path);
+                                break;
+                            }
+                            None => {}
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!("cannot re-create ephemeral {path}: {e}");
+                        break;
                     }
                 }
             }
@@ -1031,9 +1109,10 @@ async fn event_loop(weak: Weak<Inner>, client: zk::Client, mut watcher: zk::Pers
                         if let Some(p) = parent(&path) {
                             out.push(Notification::new(NotificationType::ChildrenChanged, p));
                         }
-                        if tracked {
+                                                if tracked {
                             inner.tracking.lock().unwrap().known.remove(&path);
                         }
+                        inner.disown(&path);
                     }
                     zk::EventType::NodeDataChanged => {
                         out.push(Notification::new(NotificationType::Modified, path.clone()));
