@@ -197,6 +197,7 @@ impl Guarded {
         let _ = Command::new("kill")
             .arg("-9")
             .arg(self.pid.to_string())
+            .stderr(Stdio::null())
             .status();
         self.stdin.take();
         let _ = self.watchdog.wait();
