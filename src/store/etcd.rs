@@ -13,7 +13,7 @@
 //! |---|---|
 //! | version | etcd `version − 1` (etcd counts from 1) |
 //! | creation / modification revision | `create_revision` / `mod_revision`; no timestamps (0) |
-//! | put, no version | one txn: if `create_revision == 0` put (with the lease if ephemeral) else put with `ignore_lease` — an update keeps an ephemeral key's lease (a plain put would detach it) |
+//! | put, no version | put with `ignore_lease` (an update keeps an ephemeral key's lease; a plain put would detach it) and `prev_kv` (the new stat follows from the previous key-value, no read-back); if the key is missing etcd refuses `ignore_lease`, and the put is re-sent as a create guarded by `create_revision == 0` |
 //! | put -1 / put n | txn comparing `create_revision == 0` / `version == n + 1` |
 //! | delete | txn: key exists, (`version == n + 1`), and no key under `path/` (a range compare), so a node with children is `NotEmpty` as on ZooKeeper |
 //! | sequential | suffix = a revision ≥ every sibling's creation revision, created only if absent and no sibling was created later (a range compare) — increasing, unique, 10 digits, and the parent key is not touched |
@@ -474,27 +474,51 @@ impl Inner {
         resp: &etcd::TxnResponse,
     ) -> Result<Vec<OpResult>> {
         let responses = resp.op_responses();
+        let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
         let mut out = Vec::with_capacity(ops.len());
+        let mut eph = self.ephemerals.lock().unwrap();
         for (i, op) in ops.iter().enumerate() {
             match (op, &plan.success_index[i]) {
                 (Op::Check(_), _) => out.push(OpResult::Check),
                 (Op::Delete { path, .. }, Some(_)) => {
-                    self.ephemerals.lock().unwrap().remove(path.as_str());
+                    eph.remove(path.as_str());
                     out.push(OpResult::Delete);
                 }
                 (Op::Put { value, options, .. }, Some(at)) => {
                     let key = &plan.keys[i];
-                    let kv = match responses.get(at + 1) {
-                        Some(TxnOpResponse::Get(g)) => g.kvs().first().cloned(),
-                        _ => None,
+                    let stat = if plan.created[i] {
+                        Stat {
+                            path: key.clone(),
+                            version: 0,
+                            creation_revision: revision,
+                            modification_revision: revision,
+                            created_ms: 0,
+                            modified_ms: 0,
+                            ephemeral: options.ephemeral,
+                            created_by_self: options.ephemeral,
+                        }
+                    } else {
+                        let prev = match responses.get(*at) {
+                            Some(TxnOpResponse::Put(p)) => p.prev_key().cloned(),
+                            _ => None,
+                        };
+                        let prev = prev.ok_or_else(|| Error::Backend {
+                            backend: "etcd",
+                            message: format!("no previous value of {key} in the txn answer"),
+                        })?;
+                        let lease = self.lease.load(Ordering::SeqCst);
+                        Stat {
+                            path: key.clone(),
+                            version: prev.version(),
+                            creation_revision: prev.create_revision(),
+                            modification_revision: revision,
+                            created_ms: 0,
+                            modified_ms: 0,
+                            ephemeral: prev.lease() != 0,
+                            created_by_self: prev.lease() != 0 && prev.lease() == lease,
+                        }
                     };
-                    let kv = kv.ok_or_else(|| Error::Backend {
-                        backend: "etcd",
-                        message: format!("no read-back of {key} in the txn answer"),
-                    })?;
-                    let stat = self.stat(key, &kv);
-                    let mut eph = self.ephemerals.lock().unwrap();
-                    if options.ephemeral && stat.version == 0 && stat.created_by_self {
+                    if plan.created[i] && options.ephemeral {
                         eph.insert(key.clone(), value.clone());
                     } else if let Some(v) = eph.get_mut(key.as_str()) {
                         *v = value.clone();
@@ -794,6 +818,9 @@ struct Plan {
     failure_index: Vec<Option<usize>>,
     /// For unconditional puts planned with existence known: what was assumed.
     assumed_exists: Vec<Option<bool>>,
+    /// Whether each put creates its key (else it updates it, keeping its lease, and returns the previous
+    /// key-value, from which the new stat follows).
+    created: Vec<bool>,
 }
 
 impl Plan {
@@ -811,6 +838,7 @@ impl Plan {
         let mut success_index = Vec::with_capacity(ops.len());
         let mut failure_index = Vec::with_capacity(ops.len());
         let mut assumed_exists = Vec::with_capacity(ops.len());
+        let mut created = vec![false; ops.len()];
         for op in ops {
             let mut assumed = None;
             match op {
@@ -876,12 +904,14 @@ impl Plan {
                         TxnOp::put(
                             path.as_str(),
                             value.clone(),
-                            Some(PutOptions::new().with_ignore_lease()),
+                            Some(PutOptions::new().with_ignore_lease().with_prev_key()),
                         )
                     };
                     let key = path_key(op, candidate);
+                    let mut creates = false;
                     let failure = match (expected_version, options.sequential) {
                         (_, true) => {
+                            creates = true;
                             compares.push(Compare::create_revision(
                                 key.as_str(),
                                 CompareOp::Equal,
@@ -895,6 +925,7 @@ impl Plan {
                             Some((key.clone(), true))
                         }
                         (Some(CREATE_ONLY), false) => {
+                            creates = true;
                             compares.push(Compare::create_revision(
                                 path.as_str(),
                                 CompareOp::Equal,
@@ -924,6 +955,7 @@ impl Plan {
                                 Some((path.clone(), false))
                             }
                             Some(false) => {
+                                creates = true;
                                 assumed = Some(false);
                                 compares.push(Compare::create_revision(
                                     path.as_str(),
@@ -936,7 +968,6 @@ impl Plan {
                         },
                     };
                     success_index.push(Some(then.len() - 1));
-                    then.push(TxnOp::get(key.as_str(), keys_only()));
                     match failure {
                         Some((k, sequential)) => {
                             failure_index.push(Some(otherwise.len()));
@@ -956,6 +987,7 @@ impl Plan {
                         None => failure_index.push(None),
                     }
                     keys.push(key);
+                    created[keys.len() - 1] = creates;
                 }
             }
             assumed_exists.push(assumed);
@@ -966,6 +998,7 @@ impl Plan {
             success_index,
             failure_index,
             assumed_exists,
+            created,
         })
     }
 }
@@ -995,7 +1028,7 @@ fn split(ops: &[Op]) -> Vec<Vec<&Op>> {
         match op {
             Op::Check(_) => (2, 0, 1, bytes),
             Op::Delete { .. } => (3, 1, 2, bytes),
-            Op::Put { .. } => (2, 2, 2, bytes),
+            Op::Put { .. } => (2, 1, 2, bytes),
         }
     };
     let base = checks.iter().fold((0, 0, 0, 0), |acc, op| {
