@@ -50,6 +50,24 @@ async fn put_eventually(store: &DynStore, path: &str, value: &[u8]) -> Duration 
     }
 }
 
+/// The writes the cut-off client must learn about afterwards (retried through transient errors).
+async fn write_while_cut_off(writer: &DynStore) {
+    put_eventually(writer, "/m/new", b"1").await;
+    let start = Instant::now();
+    loop {
+        match writer.delete("/m/del", None).await {
+            Ok(()) => break,
+            // A retry after a delete that was applied but not acknowledged.
+            Err(loadmgr::store::Error::NotFound { .. }) => break,
+            Err(e) if e.is_transient() && start.elapsed() < WAIT => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            Err(e) => panic!("delete kept failing: {e}"),
+        }
+    }
+    put_eventually(writer, "/m/mod", b"1").await;
+}
+
 fn n(kind: NotificationType, path: &str) -> Notification {
     Notification::new(kind, path)
 }
@@ -140,14 +158,16 @@ async fn zk_outage_longer_than_the_session_restores_ephemerals() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zk_changes_missed_while_disconnected_are_reported() {
     let mut ensemble = ZkEnsemble::start(3);
-    // A talks only to member 0, the writer only to member 1.
+    // A talks only to a follower (so losing it does not stall the ensemble), the writer to another member.
+    let cut = ensemble.follower().expect("a follower");
+    let other = (cut + 1) % 3;
     let a = connect(
-        &format!("zk:127.0.0.1:{}", ensemble.port(0)),
+        &format!("zk:127.0.0.1:{}", ensemble.port(cut)),
         Duration::from_secs(8),
     )
     .await;
     let writer = connect(
-        &format!("zk:127.0.0.1:{}", ensemble.port(1)),
+        &format!("zk:127.0.0.1:{}", ensemble.port(other)),
         Duration::from_secs(8),
     )
     .await;
@@ -159,18 +179,10 @@ async fn zk_changes_missed_while_disconnected_are_reported() {
     }
     let mut watch = a.watch("/m").await.unwrap();
     let mut events = a.session_events();
-    ensemble.kill(0);
+    ensemble.kill(cut);
     wait_session_event(&mut events, WAIT, |e| e == SessionEvent::ConnectionLost).await;
-    writer
-        .put("/m/new", b"1", None, CreateOptions::PERSISTENT)
-        .await
-        .unwrap();
-    writer.delete("/m/del", None).await.unwrap();
-    writer
-        .put("/m/mod", b"1", None, CreateOptions::PERSISTENT)
-        .await
-        .unwrap();
-    ensemble.restart(0);
+    write_while_cut_off(&writer).await;
+    ensemble.restart(cut);
     wait_session_event(&mut events, WAIT, |e| e == SessionEvent::Reconnected).await;
     let mut expected = vec![
         n(NotificationType::Created, "/m/new"),
@@ -293,13 +305,15 @@ async fn etcd_outage_longer_than_the_lease_restores_ephemerals() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_changes_missed_while_disconnected_are_reported() {
     let mut cluster = EtcdCluster::start(3);
+    let cut = cluster.follower().expect("a follower");
+    let other = (cut + 1) % 3;
     let a = connect(
-        &format!("etcd:{}", cluster.endpoint(0)),
+        &format!("etcd:{}", cluster.endpoint(cut)),
         Duration::from_secs(8),
     )
     .await;
     let writer = connect(
-        &format!("etcd:{}", cluster.endpoint(1)),
+        &format!("etcd:{}", cluster.endpoint(other)),
         Duration::from_secs(8),
     )
     .await;
@@ -310,18 +324,10 @@ async fn etcd_changes_missed_while_disconnected_are_reported() {
             .unwrap();
     }
     let mut watch = a.watch("/m").await.unwrap();
-    cluster.kill(0);
-    writer
-        .put("/m/new", b"1", None, CreateOptions::PERSISTENT)
-        .await
-        .unwrap();
-    writer.delete("/m/del", None).await.unwrap();
-    writer
-        .put("/m/mod", b"1", None, CreateOptions::PERSISTENT)
-        .await
-        .unwrap();
+    cluster.kill(cut);
+    write_while_cut_off(&writer).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    cluster.restart(0);
+    cluster.restart(cut);
     expect_notifications(
         &mut watch,
         &[

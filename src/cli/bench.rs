@@ -60,7 +60,7 @@ pub fn run(command: BenchCommand) -> CliResult {
 
 enum Raw {
     Zk(RawZk),
-    Etcd(RawEtcd),
+    Etcd(Box<RawEtcd>),
     None,
 }
 
@@ -87,7 +87,7 @@ async fn store_bench(b: StoreBench) -> Result<(), String> {
             let raw = RawEtcd::connect(endpoints)
                 .await
                 .map_err(|e| e.to_string())?;
-            (Raw::Etcd(raw), keys.clone())
+            (Raw::Etcd(Box::new(raw)), keys.clone())
         }
         StoreUrl::Memory { .. } => (Raw::None, keys.clone()),
     };

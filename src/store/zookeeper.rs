@@ -1274,20 +1274,34 @@ impl MetadataStore for ZkStore {
     /// the server deletes its ephemerals, this store's client sees `Expired` and the store re-establishes.
     async fn expire_session(&self) -> Result<()> {
         let client = self.inner.client()?;
-        let mut connector = zk::Client::connector()
-            .with_session(client.session().clone())
-            .with_session_timeout(self.inner.options.session_timeout);
-        if let Some(c) = &self.inner.options.credentials {
-            connector =
-                connector.with_auth("digest", format!("{}:{}", c.user, c.password).as_bytes());
+        let session = client.session().clone();
+        drop(client);
+        // A resumed session must connect on the first try (the crate gives it no time budget), which a
+        // loaded server can miss: retry a few times.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut connector = zk::Client::connector()
+                .with_session(session.clone())
+                .with_session_timeout(self.inner.options.session_timeout);
+            if let Some(c) = &self.inner.options.credentials {
+                connector =
+                    connector.with_auth("digest", format!("{}:{}", c.user, c.password).as_bytes());
+            }
+            match connector.connect(&self.inner.servers).await {
+                Ok(hijacker) => {
+                    // Dropping the only handle of the second client sends CloseSession for the shared
+                    // session.
+                    drop(hijacker);
+                    return Ok(());
+                }
+                Err(zk::Error::SessionExpired) => return Ok(()),
+                Err(zk::Error::Timeout | zk::Error::ConnectionLoss) if attempt < 8 => {
+                    tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+                }
+                Err(e) => return Err(self.inner.map_err(e, "take over session", "")),
+            }
         }
-        let hijacker = connector
-            .connect(&self.inner.servers)
-            .await
-            .map_err(|e| self.inner.map_err(e, "take over session", ""))?;
-        // Dropping the only handle of the second client sends CloseSession for the shared session.
-        drop(hijacker);
-        Ok(())
     }
 
     async fn close(&self) -> Result<()> {

@@ -432,6 +432,14 @@ impl ZkEnsemble {
         self.nodes[i].port
     }
 
+    /// A member that is up and follows.
+    pub fn follower(&self) -> Option<usize> {
+        (0..self.nodes.len()).find(|&i| {
+            self.nodes[i].process.is_some()
+                && zk_mode(self.nodes[i].port).as_deref() == Some("follower")
+        })
+    }
+
     /// The index of the current leader, if one answers.
     pub fn leader(&self) -> Option<usize> {
         (0..self.nodes.len()).find(|&i| {
@@ -482,6 +490,24 @@ fn etcd_healthy(port: u16) -> bool {
     let mut out = String::new();
     let _ = stream.read_to_string(&mut out);
     out.contains("\"health\":\"true\"")
+}
+
+/// POSTs JSON to an etcd member's gRPC gateway and returns the response body.
+fn etcd_post(port: u16, path: &str, body: &str) -> Option<String> {
+    let mut stream = TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_millis(500),
+    )
+    .ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let request = format!(
+        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut out = String::new();
+    stream.read_to_string(&mut out).ok()?;
+    out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
 }
 
 /// One etcd member process.
@@ -640,6 +666,34 @@ impl EtcdCluster {
             m.wait_serving();
         }
         EtcdCluster { members, _dir: dir }
+    }
+
+    /// The index of the raft leader, if a live member answers (etcd's JSON gateway
+    /// `/v3/maintenance/status`).
+    pub fn leader(&self) -> Option<usize> {
+        let ids: Vec<Option<String>> = self
+            .members
+            .iter()
+            .map(|m| {
+                m.process.as_ref()?;
+                let body = etcd_post(m.client_port, "/v3/maintenance/status", "{}")?;
+                let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+                let me = v["header"]["member_id"].as_str()?.to_string();
+                let leader = v["leader"].as_str()?.to_string();
+                Some(format!("{me} {leader}"))
+            })
+            .collect();
+        ids.iter().position(|s| {
+            s.as_deref()
+                .and_then(|s| s.split_once(' '))
+                .is_some_and(|(me, leader)| me == leader)
+        })
+    }
+
+    /// A member that is up and not the raft leader.
+    pub fn follower(&self) -> Option<usize> {
+        let leader = self.leader()?;
+        (0..self.members.len()).find(|&i| i != leader && self.members[i].process.is_some())
     }
 
     /// Endpoint URL of member `i`.
