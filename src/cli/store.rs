@@ -234,7 +234,10 @@ async fn get(
         let value = json.map_err(|e| format!("{path}: not JSON: {e}"))?;
         let t = match node_type {
             Some(name) => name.parse::<NodeType>()?,
-            None => NodeType::detect(&value).map_err(|e| format!("{path}: {e}"))?,
+            None => match NodeType::detect(&value) {
+                Ok(t) => t,
+                Err(e) => type_from_path(path).ok_or_else(|| format!("{path}: {e}"))?,
+            },
         };
         t.validate(&value).map_err(|e| format!("{path}: {e}"))?;
         eprintln!("{path}: valid {t}");
@@ -322,6 +325,28 @@ async fn elect(
         }
     }
     election.resign().await.map_err(|e| e.to_string())
+}
+
+/// The type Pulsar stores at a path, for values whose keys do not tell it.
+fn type_from_path(path: &str) -> Option<NodeType> {
+    let under = |prefix: &str| path.starts_with(prefix) && path.len() > prefix.len();
+    Some(if path == "/loadbalance/leader" {
+        NodeType::LeaderBroker
+    } else if under("/loadbalance/brokers/") {
+        NodeType::LocalBrokerData
+    } else if under("/loadbalance/bundle-data/") {
+        NodeType::BundleData
+    } else if under("/loadbalance/broker-time-average/") {
+        NodeType::TimeAverageBrokerData
+    } else if under("/loadbalance/resource-quota/") {
+        NodeType::ResourceQuota
+    } else if under("/namespace/") {
+        NodeType::NamespaceEphemeralData
+    } else if under("/admin/local-policies/") {
+        NodeType::LocalPolicies
+    } else {
+        return None;
+    })
 }
 
 /// Adds what an operator needs to a store error (the current version on a conflict).

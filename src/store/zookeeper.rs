@@ -1296,10 +1296,31 @@ impl MetadataStore for ZkStore {
                     return Ok(());
                 }
                 Err(zk::Error::SessionExpired) => return Ok(()),
-                Err(zk::Error::Timeout | zk::Error::ConnectionLoss) if attempt < 8 => {
-                    tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+                Err(e @ (zk::Error::Timeout | zk::Error::ConnectionLoss)) if attempt < 3 => {
+                    tracing::warn!("taking over the session failed ({e}); retrying");
+                    tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
                 }
-                Err(e) => return Err(self.inner.map_err(e, "take over session", "")),
+                Err(e) => {
+                    // End the session from this side instead: drop every handle of the client (the crate
+                    // then sends CloseSession, the server deletes its ephemerals) and open a new one.
+                    tracing::warn!(
+                        "taking over the session failed ({e}); closing it from this client"
+                    );
+                    let inner = &self.inner;
+                    for task in inner.tasks.lock().unwrap().drain(..) {
+                        task.abort();
+                    }
+                    inner.client.write().unwrap().take();
+                    if inner.connected.swap(false, Ordering::SeqCst) {
+                        inner.events.send(&SessionEvent::ConnectionLost);
+                    }
+                    if !inner.lost.swap(true, Ordering::SeqCst) {
+                        inner.events.send(&SessionEvent::SessionLost);
+                    }
+                    let weak = Arc::downgrade(inner);
+                    tokio::spawn(reestablish(weak));
+                    return Ok(());
+                }
             }
         }
     }
