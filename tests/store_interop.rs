@@ -134,7 +134,7 @@ async fn zookeeper_and_zkcli_read_each_other() {
         "{err}"
     );
 
-    // `put -` reads the value from stdin.
+    // `put -` reads the value from stdin (without the newline `echo` adds).
     let mut child = Command::new(env!("CARGO_BIN_EXE_loadmgr"))
         .args(["store", "--store", &server.url(), "put", "/stdin/node", "-"])
         .stdin(Stdio::piped())
@@ -145,7 +145,7 @@ async fn zookeeper_and_zkcli_read_each_other() {
         .stdin
         .take()
         .unwrap()
-        .write_all(REPORT.as_bytes())
+        .write_all(format!("{REPORT}\n").as_bytes())
         .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());

@@ -26,7 +26,7 @@ pub struct StoreBench {
     /// Store URL (zk:, etcd:, memory:).
     #[arg(long)]
     store: String,
-    /// Single puts per measurement.
+    /// Puts per measurement (single and batched).
     #[arg(long, default_value_t = 20_000)]
     ops: usize,
     /// Single puts in flight.
@@ -45,7 +45,7 @@ pub struct StoreBench {
     #[arg(long, default_value_t = 1024)]
     keys: usize,
     /// Measurements per variant (the median is reported).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 5)]
     rounds: usize,
 }
 
@@ -110,41 +110,75 @@ async fn store_bench(b: StoreBench) -> Result<(), String> {
     let batches = (b.ops / b.batch).max(1);
     let mut single = (Vec::new(), Vec::new());
     let mut batched = (Vec::new(), Vec::new());
+    // etcd only: the raw client also asking for the previous key-value (see `raw_bench`).
+    let mut single_prev = Vec::new();
+    let mut batched_prev = Vec::new();
     // Warm up both paths, then interleave the measurements so drift hits both alike.
     trait_single(&store, &keys, &value, b.ops / 10, b.in_flight).await?;
-    raw_single(&raw, &raw_keys, &value, b.ops / 10, b.in_flight).await?;
-    for _ in 0..b.rounds {
-        single
-            .0
-            .push(b.ops as f64 / trait_single(&store, &keys, &value, b.ops, b.in_flight).await?);
-        if let Some(t) = raw_single(&raw, &raw_keys, &value, b.ops, b.in_flight).await? {
-            single.1.push(b.ops as f64 / t);
-        }
-        let n = (batches * b.batch) as f64;
-        batched.0.push(
-            n / trait_batched(&store, &keys, &value, batches, b.batch, b.batches_in_flight).await?,
-        );
-        if let Some(t) = raw_batched(
-            &raw,
-            &raw_keys,
-            &value,
-            batches,
-            b.batch,
-            b.batches_in_flight,
-        )
-        .await?
-        {
-            batched.1.push(n / t);
+    raw_single(&raw, &raw_keys, &value, b.ops / 10, b.in_flight, false).await?;
+    let n = (batches * b.batch) as f64;
+    for round in 0..b.rounds {
+        // Alternate which path goes first, so server warm-up and drift favour neither.
+        for first_trait in [round % 2 == 0, round % 2 == 1] {
+            if first_trait {
+                single.0.push(
+                    b.ops as f64 / trait_single(&store, &keys, &value, b.ops, b.in_flight).await?,
+                );
+                let t = trait_batched(&store, &keys, &value, batches, b.batch, b.batches_in_flight)
+                    .await?;
+                batched.0.push(n / t);
+            } else {
+                if let Some(t) =
+                    raw_single(&raw, &raw_keys, &value, b.ops, b.in_flight, false).await?
+                {
+                    single.1.push(b.ops as f64 / t);
+                }
+                let t = raw_batched(
+                    &raw,
+                    &raw_keys,
+                    &value,
+                    batches,
+                    b.batch,
+                    b.batches_in_flight,
+                    false,
+                );
+                if let Some(t) = t.await? {
+                    batched.1.push(n / t);
+                }
+                if let Raw::Etcd(_) = raw {
+                    if let Some(t) =
+                        raw_single(&raw, &raw_keys, &value, b.ops, b.in_flight, true).await?
+                    {
+                        single_prev.push(b.ops as f64 / t);
+                    }
+                    let t = raw_batched(
+                        &raw,
+                        &raw_keys,
+                        &value,
+                        batches,
+                        b.batch,
+                        b.batches_in_flight,
+                        true,
+                    );
+                    if let Some(t) = t.await? {
+                        batched_prev.push(n / t);
+                    }
+                }
+            }
         }
     }
-    report(&format!("single puts, {} in flight", b.in_flight), &single);
-    report(
-        &format!(
-            "batched puts, {} per batch, {} batches in flight",
-            b.batch, b.batches_in_flight
-        ),
-        &batched,
+    let single_label = format!("single puts, {} in flight", b.in_flight);
+    let batched_label = format!(
+        "batched puts, {} per batch, {} batches in flight",
+        b.batch, b.batches_in_flight
     );
+    report(&single_label, &single);
+    report(&batched_label, &batched);
+    if !single_prev.is_empty() {
+        println!("etcd, raw client asking for prev_kv as the store must (to report versions and keep leases):");
+        report(&single_label, &(single.0.clone(), single_prev));
+        report(&batched_label, &(batched.0.clone(), batched_prev));
+    }
     store
         .delete_recursive(&root)
         .await
@@ -237,10 +271,11 @@ async fn raw_single(
     value: &[u8],
     count: usize,
     in_flight: usize,
+    prev_kv: bool,
 ) -> Result<Option<f64>, String> {
     let d = match raw {
         Raw::Zk(r) => r.single_puts(keys, value, count, in_flight).await,
-        Raw::Etcd(r) => r.single_puts(keys, value, count, in_flight).await,
+        Raw::Etcd(r) => r.single_puts(keys, value, count, in_flight, prev_kv).await,
         Raw::None => return Ok(None),
     };
     d.map(|d| Some(d.as_secs_f64())).map_err(|e| e.to_string())
@@ -253,10 +288,14 @@ async fn raw_batched(
     batches: usize,
     batch: usize,
     in_flight: usize,
+    prev_kv: bool,
 ) -> Result<Option<f64>, String> {
     let d = match raw {
         Raw::Zk(r) => r.batched_puts(keys, value, batches, batch, in_flight).await,
-        Raw::Etcd(r) => r.batched_puts(keys, value, batches, batch, in_flight).await,
+        Raw::Etcd(r) => {
+            r.batched_puts(keys, value, batches, batch, in_flight, prev_kv)
+                .await
+        }
         Raw::None => return Ok(None),
     };
     d.map(|d| Some(d.as_secs_f64())).map_err(|e| e.to_string())

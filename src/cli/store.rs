@@ -75,7 +75,7 @@ enum StoreCommand {
         #[arg(long)]
         stat: bool,
     },
-    /// Write a node (VALUE, or `-` to read it from stdin).
+    /// Write a node (VALUE, or `-` to read it from stdin without its final newline).
     Put {
         /// Node path.
         path: String,
@@ -254,7 +254,15 @@ async fn put(
     sequential: bool,
 ) -> Result<(), String> {
     let bytes = if value == "-" {
-        super::read_input("-").map_err(|e| e.to_string())?
+        let mut bytes = super::read_input("-").map_err(|e| e.to_string())?;
+        // `echo ... |` adds a newline that is not part of the value.
+        if bytes.ends_with(b"\n") {
+            bytes.pop();
+            if bytes.ends_with(b"\r") {
+                bytes.pop();
+            }
+        }
+        bytes
     } else {
         value.as_bytes().to_vec()
     };

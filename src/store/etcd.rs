@@ -355,6 +355,44 @@ impl Inner {
                 reason: "the root cannot be written".into(),
             });
         }
+        if expected.is_none() && !options.sequential {
+            // The common case, an update: one plain put that keeps the lease and returns the previous
+            // key-value (etcd reads it for ignore_lease anyway); a missing key falls through to a create.
+            let put = self
+                .call("put", path, false, |mut c| async move {
+                    c.put(
+                        path,
+                        value,
+                        Some(PutOptions::new().with_ignore_lease().with_prev_key()),
+                    )
+                    .await
+                })
+                .await;
+            match put {
+                Ok(resp) => {
+                    self.seen(resp.header());
+                    if let Some(prev) = resp.prev_key() {
+                        let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
+                        let lease = self.lease.load(Ordering::SeqCst);
+                        if let Some(v) = self.ephemerals.lock().unwrap().get_mut(path) {
+                            *v = value.to_vec();
+                        }
+                        return Ok(Stat {
+                            path: path.to_string(),
+                            version: prev.version(),
+                            creation_revision: prev.create_revision(),
+                            modification_revision: revision,
+                            created_ms: 0,
+                            modified_ms: 0,
+                            ephemeral: prev.lease() != 0,
+                            created_by_self: prev.lease() != 0 && prev.lease() == lease,
+                        });
+                    }
+                }
+                Err(Error::InvalidArgument { reason }) if reason.contains("key not found") => {}
+                Err(e) => return Err(e),
+            }
+        }
         let results = self
             .batch(vec![Op::Put {
                 path: path.to_string(),
@@ -1575,13 +1613,16 @@ pub mod raw_bench {
             Ok(RawEtcd { client })
         }
 
-        /// `count` plain puts on `keys` (round robin), `in_flight` at a time.
+        /// `count` puts on `keys` (round robin), `in_flight` at a time; `prev_kv` asks for the previous
+        /// key-value (what the store needs to report the new version, and what etcd reads anyway to keep a
+        /// lease).
         pub async fn single_puts(
             &self,
             keys: &[String],
             value: &[u8],
             count: usize,
             in_flight: usize,
+            prev_kv: bool,
         ) -> Result<Duration> {
             let start = Instant::now();
             let mut pending = FuturesUnordered::new();
@@ -1591,7 +1632,8 @@ pub mod raw_bench {
                     let mut c = self.client.clone();
                     let key = keys[issued % keys.len()].clone();
                     let value = value.to_vec();
-                    pending.push(async move { c.put(key, value, None).await });
+                    let options = prev_kv.then(|| etcd::PutOptions::new().with_prev_key());
+                    pending.push(async move { c.put(key, value, options).await });
                     issued += 1;
                 }
                 if let Some(r) = pending.next().await {
@@ -1601,7 +1643,7 @@ pub mod raw_bench {
             Ok(start.elapsed())
         }
 
-        /// `batches` txns of `batch` plain puts each, `in_flight` txns at a time.
+        /// `batches` txns of `batch` puts each, `in_flight` txns at a time (`prev_kv` as for single puts).
         pub async fn batched_puts(
             &self,
             keys: &[String],
@@ -1609,6 +1651,7 @@ pub mod raw_bench {
             batches: usize,
             batch: usize,
             in_flight: usize,
+            prev_kv: bool,
         ) -> Result<Duration> {
             let start = Instant::now();
             let mut pending = FuturesUnordered::new();
@@ -1620,7 +1663,7 @@ pub mod raw_bench {
                             etcd::TxnOp::put(
                                 keys[(issued * batch + i) % keys.len()].clone(),
                                 value.to_vec(),
-                                None,
+                                prev_kv.then(|| etcd::PutOptions::new().with_prev_key()),
                             )
                         })
                         .collect();
