@@ -292,3 +292,99 @@ async fn etcd_and_etcdctl_read_each_other() {
     );
     assert!(keys.trim().is_empty(), "{keys}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_digest_credentials_and_acls() {
+    use loadmgr::store::{Error, ZkAcl};
+    let server = ZkServer::start();
+    let owner = store::connect(
+        &server.url(),
+        StoreOptions::default()
+            .with_session_timeout(Duration::from_secs(4))
+            .with_credentials("loadmgr", "secret")
+            .with_zk_acl(ZkAcl::CreatorAllWorldRead),
+    )
+    .await
+    .unwrap();
+    owner
+        .put("/secured/leader", b"v1", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    let acl = zkcli(&server, &["getAcl", "/secured/leader"]);
+    assert!(
+        acl.contains("'digest,'loadmgr:") && acl.contains("'world,'anyone\n: r"),
+        "{acl}"
+    );
+    // Anyone reads; only the owner writes.
+    let anonymous = open(&server.url()).await;
+    assert_eq!(
+        anonymous
+            .get("/secured/leader")
+            .await
+            .unwrap()
+            .unwrap()
+            .value,
+        b"v1"
+    );
+    let denied = anonymous
+        .put("/secured/leader", b"x", None, CreateOptions::PERSISTENT)
+        .await;
+    assert!(
+        matches!(denied, Err(Error::Unauthorized { .. })),
+        "{denied:?}"
+    );
+    let other = store::connect(
+        &server.url(),
+        StoreOptions::default().with_credentials("loadmgr", "secret"),
+    )
+    .await
+    .unwrap();
+    other
+        .put("/secured/leader", b"v2", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    // A creator ACL without credentials is refused up front.
+    let refused = store::connect(
+        &server.url(),
+        StoreOptions::default().with_zk_acl(ZkAcl::CreatorOnly),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(refused, Error::InvalidArgument { .. }),
+        "{refused}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_user_and_password() {
+    use loadmgr::store::Error;
+    let server = EtcdServer::start();
+    etcdctl(&server, &["user", "add", "root:rootpw"]);
+    etcdctl(&server, &["auth", "enable"]);
+    let creds = StoreOptions::default()
+        .with_session_timeout(Duration::from_secs(4))
+        .with_credentials("root", "rootpw");
+    let store = store::connect(&server.url(), creds).await.unwrap();
+    store
+        .put("/auth/x", b"1", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap();
+    assert_eq!(store.get("/auth/x").await.unwrap().unwrap().value, b"1");
+    let wrong = store::connect(
+        &server.url(),
+        StoreOptions::default().with_credentials("root", "nope"),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(wrong, Error::Unauthorized { .. }), "{wrong}");
+    let anonymous = store::connect(&server.url(), StoreOptions::default()).await;
+    match anonymous {
+        Err(e) => assert!(matches!(e, Error::Unauthorized { .. }), "{e}"),
+        Ok(s) => {
+            let r = s.get("/auth/x").await;
+            assert!(matches!(r, Err(Error::Unauthorized { .. })), "{r:?}");
+        }
+    }
+    store.close().await.unwrap();
+}

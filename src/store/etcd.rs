@@ -125,7 +125,17 @@ enum Failure {
 fn classify(e: etcd::Error, operation: &str, address: &str) -> Failure {
     match e {
         etcd::Error::GRpcStatus(status) => {
-            let msg = status.message().to_string();
+                        let msg = status.message().to_string();
+            if msg.contains("authentication failed")
+                || msg.contains("permission denied")
+                || msg.contains("user name is empty")
+                || msg.contains("invalid auth token")
+            {
+                return Failure::Fatal(Error::Unauthorized {
+                    address: address.to_string(),
+                    reason: format!("{operation}: {msg}"),
+                });
+            }
             match status.code() as i32 {
                 tonic_code::UNAVAILABLE
                     if msg.contains("connect")
