@@ -388,3 +388,39 @@ async fn etcd_user_and_password() {
     }
     store.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_over_tls() {
+    use loadmgr::store::{Error, TlsFiles};
+    let server = EtcdServer::start_tls();
+    assert!(server.url().starts_with("etcd:https://"));
+    let tls = TlsFiles {
+        ca_file: server.ca_file().map(|p| p.to_path_buf()),
+        ..TlsFiles::default()
+    };
+    let store = store::connect(
+        &server.url(),
+        StoreOptions::default()
+            .with_session_timeout(Duration::from_secs(4))
+            .with_tls(tls),
+    )
+    .await
+    .unwrap();
+    store
+        .put("/tls/x", b"secret", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap();
+    assert_eq!(store.get("/tls/x").await.unwrap().unwrap().value, b"secret");
+    store.close().await.unwrap();
+    // Without the CA the server's certificate is not trusted.
+    let untrusted = store::connect(
+        &server.url(),
+        StoreOptions::default().with_connect_timeout(Duration::from_secs(2)),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(untrusted, Error::Unavailable { .. }),
+        "{untrusted}"
+    );
+}

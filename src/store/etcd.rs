@@ -125,7 +125,7 @@ enum Failure {
 fn classify(e: etcd::Error, operation: &str, address: &str) -> Failure {
     match e {
         etcd::Error::GRpcStatus(status) => {
-                        let msg = status.message().to_string();
+            let msg = status.message().to_string();
             if msg.contains("authentication failed")
                 || msg.contains("permission denied")
                 || msg.contains("user name is empty")

@@ -522,9 +522,19 @@ struct EtcdProcess {
     extra: Vec<String>,
     process: Option<Guarded>,
     started_once: bool,
+    /// Clients speak TLS (`https://`); the certificate flags are in `extra`.
+    tls: bool,
 }
 
 impl EtcdProcess {
+    fn client_scheme(&self) -> &'static str {
+        if self.tls {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
     fn launch(&mut self) {
         let state = if self.started_once { "existing" } else { "new" };
         let mut args = vec![
@@ -533,9 +543,9 @@ impl EtcdProcess {
             "--data-dir".to_string(),
             self.dir.join("data").display().to_string(),
             "--listen-client-urls".to_string(),
-            format!("http://127.0.0.1:{}", self.client_port),
+            format!("{}://127.0.0.1:{}", self.client_scheme(), self.client_port),
             "--advertise-client-urls".to_string(),
-            format!("http://127.0.0.1:{}", self.client_port),
+            format!("{}://127.0.0.1:{}", self.client_scheme(), self.client_port),
             "--listen-peer-urls".to_string(),
             format!("http://127.0.0.1:{}", self.peer_port),
             "--initial-advertise-peer-urls".to_string(),
@@ -564,11 +574,17 @@ impl EtcdProcess {
 
     fn wait_serving(&self) {
         let port = self.client_port;
-        wait_until(
-            &format!("etcd on 127.0.0.1:{port}"),
-            &self.dir.join("etcd.log"),
-            || etcd_healthy(port),
-        );
+        let log = self.dir.join("etcd.log");
+        if self.tls {
+            wait_until(&format!("etcd (TLS) on 127.0.0.1:{port}"), &log, || {
+                std::fs::read_to_string(&log)
+                    .is_ok_and(|l| l.contains("serving client traffic securely"))
+            });
+        } else {
+            wait_until(&format!("etcd on 127.0.0.1:{port}"), &log, || {
+                etcd_healthy(port)
+            });
+        }
     }
 }
 
@@ -576,6 +592,7 @@ impl EtcdProcess {
 #[derive(Debug)]
 pub struct EtcdServer {
     process: EtcdProcess,
+    ca_file: Option<PathBuf>,
     _dir: TempDir,
 }
 
@@ -599,15 +616,124 @@ impl EtcdServer {
             extra: extra.iter().map(|s| s.to_string()).collect(),
             process: None,
             started_once: false,
+            tls: false,
         };
         process.launch();
         process.wait_serving();
-        EtcdServer { process, _dir: dir }
+        EtcdServer {
+            process,
+            ca_file: None,
+            _dir: dir,
+        }
     }
 
-    /// `http://127.0.0.1:port`.
+    /// Starts a single member serving clients over TLS with a throw-away CA and a server certificate for
+    /// `127.0.0.1` made with `openssl` (Debian package `openssl`); [`EtcdServer::ca_file`] is the CA.
+    pub fn start_tls() -> EtcdServer {
+        let dir = TempDir::new("etcd-tls");
+        let certs = dir.path().join("certs");
+        std::fs::create_dir_all(&certs).expect("certs dir");
+        let openssl = require(find_in_path("openssl"), "openssl", "openssl");
+        let run = |args: &[&str]| {
+            let out = Command::new(&openssl)
+                .args(args)
+                .current_dir(&certs)
+                .output()
+                .expect("run openssl");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        run(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=loadmgr-test-ca",
+        ]);
+        run(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ]);
+        std::fs::write(
+            certs.join("ext.cnf"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+        )
+        .expect("ext.cnf");
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ]);
+        let ports = free_ports(2);
+        let mut process = EtcdProcess {
+            name: "etcd".to_string(),
+            dir: dir.path().join("etcd"),
+            client_port: ports[0],
+            peer_port: ports[1],
+            initial_cluster: format!("etcd=http://127.0.0.1:{}", ports[1]),
+            token: format!("loadmgr-{}", ports[0]),
+            extra: vec![
+                "--cert-file".to_string(),
+                certs.join("server.crt").display().to_string(),
+                "--key-file".to_string(),
+                certs.join("server.key").display().to_string(),
+            ],
+            process: None,
+            started_once: false,
+            tls: true,
+        };
+        process.launch();
+        process.wait_serving();
+        EtcdServer {
+            process,
+            ca_file: Some(certs.join("ca.crt")),
+            _dir: dir,
+        }
+    }
+
+    /// The CA certificate of a TLS server.
+    pub fn ca_file(&self) -> Option<&Path> {
+        self.ca_file.as_deref()
+    }
+
+    /// `http://127.0.0.1:port` (`https://` for a TLS server).
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.process.client_port)
+        format!(
+            "{}://127.0.0.1:{}",
+            self.process.client_scheme(),
+            self.process.client_port
+        )
     }
 
     /// The store URL `etcd:http://127.0.0.1:port`.
@@ -657,6 +783,7 @@ impl EtcdCluster {
                 extra: Vec::new(),
                 process: None,
                 started_once: false,
+                tls: false,
             })
             .collect();
         for m in &mut members {
