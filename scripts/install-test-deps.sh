@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure the programs the test suite needs are installed: protoc (the etcd client's build), ZooKeeper 3.8
-# and etcd 3.4 servers and their command-line clients, all from Debian packages. As root, missing packages are
-# installed with apt-get; otherwise the script stops with the exact command to run.
+# and etcd 3.4 servers and their command-line clients, and openssl (TLS test certificates), all from Debian
+# packages. As root, missing packages are installed with apt-get; otherwise the script stops with the exact
+# command to run.
 set -euo pipefail
 
 declare -A need=(
@@ -9,10 +10,11 @@ declare -A need=(
   [zookeeper]=/usr/share/zookeeper/bin/zkServer.sh
   [etcd-server]=/usr/bin/etcd
   [etcd-client]=/usr/bin/etcdctl
+  [openssl]=/usr/bin/openssl
 )
 
 missing=()
-for pkg in protobuf-compiler zookeeper etcd-server etcd-client; do
+for pkg in protobuf-compiler zookeeper etcd-server etcd-client openssl; do
   [ -x "${need[$pkg]}" ] || missing+=("$pkg")
 done
 if ! command -v java >/dev/null 2>&1 && [[ ! " ${missing[*]} " == *" zookeeper "* ]]; then

@@ -4,6 +4,9 @@
 pub mod bundle;
 pub mod cli;
 pub mod config;
+pub mod coordination;
 pub mod core;
 pub mod model;
 pub mod routing;
+pub mod store;
+pub mod testing;

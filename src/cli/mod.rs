@@ -1,10 +1,12 @@
 //! The `loadmgr` command line: one module per subcommand, each a thin clap wrapper over the library.
 
+pub mod bench;
 pub mod bundles;
 pub mod config;
 pub mod explain;
 pub mod json;
 pub mod route;
+pub mod store;
 
 use std::fmt;
 use std::process::ExitCode;
@@ -68,6 +70,11 @@ pub enum Command {
     Explain(explain::ExplainArgs),
     /// Locality-aware, load-aware routing (Storm-style); `route simulate` compares it with a plain shuffle.
     Route(route::RouteArgs),
+    /// Inspect and edit nodes of a metadata store (zk:, etcd:, memory:).
+    Store(store::StoreArgs),
+    /// Benchmarks against a live store.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 /// Runs a parsed command line and turns the outcome into an exit status.
@@ -78,6 +85,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Config(cmd) => config::run(cmd),
         Command::Explain(args) => explain::run(&args).map_err(CliError::new),
         Command::Route(args) => route::run(args).map_err(CliError::new),
+        Command::Store(args) => store::run(args),
+        Command::Bench(cmd) => bench::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -86,6 +95,23 @@ pub fn run(cli: Cli) -> ExitCode {
             ExitCode::from(e.code)
         }
     }
+}
+
+/// Runs an async command on a fresh multi-threaded runtime, with `LOADMGR_LOG` (default `warn`) logging to
+/// stderr.
+pub(crate) fn block_on<F: std::future::Future<Output = CliResult>>(future: F) -> CliResult {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LOADMGR_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new(format!("cannot start the async runtime: {e}")))?
+        .block_on(future)
 }
 
 /// Reads a file, or standard input for `-`; errors name the file.

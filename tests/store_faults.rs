@@ -1,0 +1,506 @@
+//! Fault tests on real servers: servers killed and restarted, ensemble members lost (including the one the
+//! client talks to), a leader process SIGKILLed, events missed during a disconnection reported afterwards.
+//! Each test owns its servers (they are killed on drop).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use loadmgr::coordination::{LeaderElection, LeaderState};
+use loadmgr::model::LeaderBroker;
+use loadmgr::store::etcd::EtcdStore;
+use loadmgr::store::zookeeper::ZkStore;
+use loadmgr::store::{
+    self, CreateOptions, DynStore, Notification, NotificationType, SessionEvent, StoreOptions,
+};
+use loadmgr::testing::conformance::{expect_notifications, wait_session_event};
+use loadmgr::testing::servers::{EtcdCluster, EtcdServer, ZkEnsemble, ZkServer};
+use tokio::time::Instant;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn options(session: Duration) -> StoreOptions {
+    StoreOptions::default()
+        .with_session_timeout(session)
+        .with_operation_timeout(Duration::from_secs(10))
+        .with_connect_timeout(Duration::from_secs(10))
+}
+
+async fn connect(url: &str, session: Duration) -> DynStore {
+    store::connect(url, options(session))
+        .await
+        .unwrap_or_else(|e| panic!("connect {url}: {e}"))
+}
+
+/// Retries `put` until it succeeds (operations continue after a failover), returning how long it took.
+async fn put_eventually(store: &DynStore, path: &str, value: &[u8]) -> Duration {
+    let start = Instant::now();
+    loop {
+        match store
+            .put(path, value, None, CreateOptions::PERSISTENT)
+            .await
+        {
+            Ok(_) => return start.elapsed(),
+            Err(e) if e.is_transient() && start.elapsed() < WAIT => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("put {path} kept failing: {e}"),
+        }
+    }
+}
+
+/// The writes the cut-off client must learn about afterwards (retried through transient errors).
+async fn write_while_cut_off(writer: &DynStore) {
+    put_eventually(writer, "/m/new", b"1").await;
+    let start = Instant::now();
+    loop {
+        match writer.delete("/m/del", None).await {
+            Ok(()) => break,
+            // A retry after a delete that was applied but not acknowledged.
+            Err(loadmgr::store::Error::NotFound { .. }) => break,
+            Err(e) if e.is_transient() && start.elapsed() < WAIT => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            Err(e) => panic!("delete kept failing: {e}"),
+        }
+    }
+    put_eventually(writer, "/m/mod", b"1").await;
+}
+
+fn n(kind: NotificationType, path: &str) -> Notification {
+    Notification::new(kind, path)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_restart_within_the_session_keeps_session_and_ephemerals() {
+    let mut server = ZkServer::start();
+    let zk = Arc::new(
+        ZkStore::connect(&server.address(), None, options(Duration::from_secs(6)))
+            .await
+            .unwrap(),
+    );
+    let session = zk.session_id();
+    let store: DynStore = zk.clone();
+    store
+        .put("/f/eph", b"mine", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap();
+    let mut events = store.session_events();
+    server.kill();
+    wait_session_event(&mut events, WAIT, |e| e == SessionEvent::ConnectionLost).await;
+    server.restart();
+    let seen = wait_session_event(&mut events, WAIT, |e| e == SessionEvent::Reconnected).await;
+    assert_eq!(seen, vec![SessionEvent::Reconnected], "no session loss");
+    let got = store.get("/f/eph").await.unwrap().expect("ephemeral kept");
+    assert!(got.stat.created_by_self);
+    assert!(store.is_connected());
+    assert_eq!(zk.session_id(), session, "same session");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_outage_longer_than_the_session_restores_ephemerals() {
+    let mut server = ZkServer::start();
+    let store = connect(&server.url(), Duration::from_secs(2)).await;
+    store
+        .put("/f/eph", b"mine", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap();
+    store
+        .put("/f/eph", b"mine-2", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    let mut events = store.session_events();
+    server.kill();
+    let start = Instant::now();
+    let seen = wait_session_event(&mut events, WAIT, |e| e == SessionEvent::SessionLost).await;
+    assert_eq!(
+        seen,
+        vec![SessionEvent::ConnectionLost, SessionEvent::SessionLost]
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "SessionLost after {:?}",
+        start.elapsed()
+    );
+    assert!(!store.is_connected());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    server.restart();
+    let seen = wait_session_event(&mut events, WAIT, |e| {
+        e == SessionEvent::SessionReestablished
+    })
+    .await;
+    assert!(seen.contains(&SessionEvent::Reconnected), "{seen:?}");
+    let got = store
+        .get("/f/eph")
+        .await
+        .unwrap()
+        .expect("ephemeral restored");
+    assert_eq!(got.value, b"mine-2");
+    assert!(
+        got.stat.ephemeral && got.stat.created_by_self,
+        "{:?}",
+        got.stat
+    );
+    // It really belongs to the new session: it outlives the old one's server-side expiry.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        store
+            .get("/f/eph")
+            .await
+            .unwrap()
+            .unwrap()
+            .stat
+            .created_by_self
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_changes_missed_while_disconnected_are_reported() {
+    let mut ensemble = ZkEnsemble::start(3);
+    // A talks only to a follower (so losing it does not stall the ensemble), the writer to another member.
+    let cut = ensemble.follower().expect("a follower");
+    let other = (cut + 1) % 3;
+    let a = connect(
+        &format!("zk:127.0.0.1:{}", ensemble.port(cut)),
+        Duration::from_secs(8),
+    )
+    .await;
+    let writer = connect(
+        &format!("zk:127.0.0.1:{}", ensemble.port(other)),
+        Duration::from_secs(8),
+    )
+    .await;
+    for p in ["/m/keep", "/m/del", "/m/mod"] {
+        writer
+            .put(p, b"0", None, CreateOptions::PERSISTENT)
+            .await
+            .unwrap();
+    }
+    let mut watch = a.watch("/m").await.unwrap();
+    let mut events = a.session_events();
+    ensemble.kill(cut);
+    wait_session_event(&mut events, WAIT, |e| e == SessionEvent::ConnectionLost).await;
+    write_while_cut_off(&writer).await;
+    ensemble.restart(cut);
+    wait_session_event(&mut events, WAIT, |e| e == SessionEvent::Reconnected).await;
+    let mut expected = vec![
+        n(NotificationType::Created, "/m/new"),
+        n(NotificationType::Deleted, "/m/del"),
+        n(NotificationType::Modified, "/m/mod"),
+        n(NotificationType::ChildrenChanged, "/m"),
+    ];
+    let deadline = Instant::now() + WAIT;
+    while !expected.is_empty() {
+        let got = tokio::time::timeout_at(deadline, watch.next())
+            .await
+            .unwrap_or_else(|_| panic!("missed changes not reported: {expected:?}"))
+            .unwrap();
+        expected.retain(|e| *e != got);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_ensemble_survives_losing_the_member_the_client_uses() {
+    let mut ensemble = ZkEnsemble::start(3);
+    let zk = ZkStore::connect(
+        &ensemble.connect_string(),
+        None,
+        options(Duration::from_secs(4)),
+    )
+    .await
+    .unwrap();
+    let session = zk.session_id().unwrap();
+    let store: DynStore = Arc::new(zk);
+    store
+        .put("/e/eph", b"x", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap();
+    let mut events = store.session_events();
+    let serving = ensemble.members_serving_session(session);
+    assert_eq!(serving.len(), 1, "one member serves the session");
+    ensemble.kill(serving[0]);
+    let took = put_eventually(&store, "/e/data", b"after").await;
+    assert!(
+        took < Duration::from_secs(4),
+        "writes resumed after {took:?}"
+    );
+    // Another member of the same session, no session loss, the ephemeral survived.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let now_serving = ensemble.members_serving_session(session);
+    assert!(
+        now_serving.len() == 1 && now_serving[0] != serving[0],
+        "{now_serving:?}"
+    );
+    let mut seen = Vec::new();
+    while let Some(e) = events.try_next() {
+        seen.push(e);
+    }
+    assert!(!seen.contains(&SessionEvent::SessionLost), "{seen:?}");
+    assert!(
+        store
+            .get("/e/eph")
+            .await
+            .unwrap()
+            .unwrap()
+            .stat
+            .created_by_self
+    );
+    // Losing a member the client does not use changes nothing.
+    let other = (0..3)
+        .find(|i| *i != serving[0] && *i != now_serving[0])
+        .unwrap();
+    ensemble.restart(serving[0]);
+    ensemble.kill(other);
+    put_eventually(&store, "/e/data", b"again").await;
+    assert!(
+        store
+            .get("/e/eph")
+            .await
+            .unwrap()
+            .unwrap()
+            .stat
+            .created_by_self
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_outage_longer_than_the_lease_restores_ephemerals() {
+    let mut server = EtcdServer::start();
+    let store = connect(&server.url(), Duration::from_secs(3)).await;
+    store
+        .put("/f/eph", b"mine", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap();
+    let mut events = store.session_events();
+    server.kill();
+    let seen = wait_session_event(&mut events, WAIT, |e| e == SessionEvent::SessionLost).await;
+    assert_eq!(
+        seen,
+        vec![SessionEvent::ConnectionLost, SessionEvent::SessionLost]
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    server.restart();
+    let seen = wait_session_event(&mut events, WAIT, |e| {
+        e == SessionEvent::SessionReestablished
+    })
+    .await;
+    assert!(seen.contains(&SessionEvent::Reconnected), "{seen:?}");
+    let got = store
+        .get("/f/eph")
+        .await
+        .unwrap()
+        .expect("ephemeral restored");
+    assert!(
+        got.stat.ephemeral && got.stat.created_by_self,
+        "{:?}",
+        got.stat
+    );
+    // The old lease (kept alive by the restarted server for one more TTL) expires; the node stays.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let got = store.get("/f/eph").await.unwrap().expect("still there");
+    assert!(got.stat.created_by_self);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_changes_missed_while_disconnected_are_reported() {
+    let mut cluster = EtcdCluster::start(3);
+    let cut = cluster.follower().expect("a follower");
+    let other = (cut + 1) % 3;
+    let a = connect(
+        &format!("etcd:{}", cluster.endpoint(cut)),
+        Duration::from_secs(8),
+    )
+    .await;
+    let writer = connect(
+        &format!("etcd:{}", cluster.endpoint(other)),
+        Duration::from_secs(8),
+    )
+    .await;
+    for p in ["/m/keep", "/m/del", "/m/mod"] {
+        writer
+            .put(p, b"0", None, CreateOptions::PERSISTENT)
+            .await
+            .unwrap();
+    }
+    let mut watch = a.watch("/m").await.unwrap();
+    cluster.kill(cut);
+    write_while_cut_off(&writer).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.restart(cut);
+    expect_notifications(
+        &mut watch,
+        &[
+            n(NotificationType::Created, "/m/new"),
+            n(NotificationType::ChildrenChanged, "/m"),
+            n(NotificationType::Deleted, "/m/del"),
+            n(NotificationType::ChildrenChanged, "/m"),
+            n(NotificationType::Modified, "/m/mod"),
+        ],
+        true,
+    )
+    .await;
+    assert!(a.get("/m/new").await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_cluster_survives_losing_the_endpoint_the_client_uses() {
+    let mut cluster = EtcdCluster::start(3);
+    let endpoints: Vec<String> = (0..3).map(|i| cluster.endpoint(i)).collect();
+    let etcd = Arc::new(
+        EtcdStore::connect(&endpoints, options(Duration::from_secs(3)))
+            .await
+            .unwrap(),
+    );
+    let lease = etcd.lease_id();
+    assert_eq!(etcd.current_endpoint(), endpoints[0]);
+    let store: DynStore = etcd.clone();
+    let observer = connect(&format!("etcd:{}", endpoints[1]), Duration::from_secs(10)).await;
+    store
+        .put("/e/eph", b"x", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap();
+    let mut events = store.session_events();
+    cluster.kill(0);
+    let took = put_eventually(&store, "/e/data", b"after").await;
+    assert!(
+        took < Duration::from_secs(3),
+        "writes resumed after {took:?}"
+    );
+    // Two lease TTLs later the lease still lives: the keep-alive moved with the store.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let mut seen = Vec::new();
+    while let Some(e) = events.try_next() {
+        seen.push(e);
+    }
+    assert!(!seen.contains(&SessionEvent::SessionLost), "{seen:?}");
+    let got = observer
+        .get("/e/eph")
+        .await
+        .unwrap()
+        .expect("ephemeral survived");
+    assert!(got.stat.ephemeral);
+    assert!(
+        store
+            .get("/e/eph")
+            .await
+            .unwrap()
+            .unwrap()
+            .stat
+            .created_by_self
+    );
+    assert!(store.is_connected());
+    assert_eq!(etcd.lease_id(), lease, "same lease");
+    assert_ne!(etcd.current_endpoint(), endpoints[0]);
+}
+
+/// Runs `loadmgr store ... elect` as a separate process and waits until it leads.
+fn spawn_leader(url: &str, path: &str, session_ms: u64) -> std::process::Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loadmgr"))
+        .args([
+            "store",
+            "--store",
+            url,
+            "--session-timeout-ms",
+            &session_ms.to_string(),
+            "elect",
+            path,
+            "--broker-id",
+            "proc-1:8080",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start loadmgr");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    loop {
+        match rx.recv_timeout(WAIT) {
+            Ok(line) if line == "leading" => return child,
+            Ok(_) => continue,
+            Err(e) => {
+                let _ = child.kill();
+                panic!("the leader process did not lead: {e}");
+            }
+        }
+    }
+}
+
+async fn leader_process_sigkill(url: &str) {
+    let session = Duration::from_secs(2);
+    let path = "/faults/leader";
+    let mut child = spawn_leader(url, path, session.as_millis() as u64);
+    let store = connect(url, session).await;
+    let me = LeaderElection::start(
+        store.clone(),
+        path,
+        LeaderBroker::new("test:8080", "http://test:8080"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        me.state(),
+        LeaderState::Following(LeaderBroker::new("proc-1:8080", "http://proc-1:8080"))
+    );
+    let killed = Instant::now();
+    child.kill().expect("SIGKILL the leader");
+    let _ = child.wait();
+    assert!(
+        me.wait_leading(session + Duration::from_secs(8)).await,
+        "no takeover"
+    );
+    let took = killed.elapsed();
+    assert!(
+        took <= session + Duration::from_secs(2),
+        "takeover after {took:?}"
+    );
+    eprintln!("{url}: takeover {took:?} after SIGKILL (session {session:?})");
+    me.resign().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_leader_process_killed_is_replaced_within_the_session_timeout() {
+    let server = ZkServer::start();
+    leader_process_sigkill(&server.url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_leader_process_killed_is_replaced_within_the_session_timeout() {
+    let server = EtcdServer::start();
+    leader_process_sigkill(&server.url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_store_names_address_and_time() {
+    let t = Instant::now();
+    let err = store::connect(
+        "zk:127.0.0.1:1",
+        options(Duration::from_secs(2)).with_connect_timeout(Duration::from_millis(1500)),
+    )
+    .await
+    .unwrap_err();
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let text = err.to_string();
+    assert!(
+        text.contains("zk:127.0.0.1:1") && text.contains("unreachable after 1."),
+        "{text}"
+    );
+    let err = store::connect(
+        "etcd:http://127.0.0.1:1",
+        options(Duration::from_secs(2)).with_connect_timeout(Duration::from_millis(1500)),
+    )
+    .await
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("etcd:http://127.0.0.1:1") && text.contains("unreachable after 1."),
+        "{text}"
+    );
+}
