@@ -5,3 +5,4 @@ pub mod bundle;
 pub mod config;
 pub mod core;
 pub mod model;
+pub mod sim;
