@@ -41,6 +41,10 @@ pub struct SimulateArgs {
     /// Worker threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Print every decision (unloads, assignments, splits, skipped candidates with their reasons) and
+    /// membership change of every run on stderr, after the runs.
+    #[arg(long)]
+    pub trace: bool,
     /// List the built-in scenarios and exit.
     #[arg(long)]
     pub list: bool,
@@ -99,7 +103,7 @@ pub fn render(args: &SimulateArgs) -> Result<String, String> {
             .map_or("snapshot".into(), |s| s.to_string_lossy().into_owned());
         let w = World::from_snapshot(
             &snap,
-            &format!("snapshot-{stem}"),
+            &format!("from-{stem}"),
             args.minutes.unwrap_or(60.0),
             CostModel::default(),
         )
@@ -119,11 +123,19 @@ pub fn render(args: &SimulateArgs) -> Result<String, String> {
         seed: args.seed,
         progress: std::io::stderr().is_terminal(),
         threads: args.threads.unwrap_or(0),
+        trace: args.trace,
         ..Default::default()
     };
     let suite = run_suite(&worlds, &options).map_err(|e| e.to_string())?;
     for w in &suite.warnings {
         eprintln!("warning: {w}");
+    }
+    if args.trace {
+        for r in &suite.runs {
+            for line in &r.trace {
+                eprintln!("[{} {}] {line}", r.scenario, r.strategy);
+            }
+        }
     }
     if let Some(dir) = &args.report {
         report::write_html(&suite, dir).map_err(|e| e.to_string())?;

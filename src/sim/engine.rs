@@ -60,6 +60,8 @@ pub struct RunOptions {
     pub seed: u64,
     /// Chart sample period, ms.
     pub chart_interval_ms: i64,
+    /// Keep a log of every decision with its reason ([`RunResult::trace`]).
+    pub trace: bool,
 }
 
 /// Scores over time, for the charts.
@@ -104,6 +106,9 @@ pub struct RunResult {
     /// Shedding moves (not serialised).
     #[serde(skip)]
     pub moves: Vec<MoveRecord>,
+    /// With [`RunOptions::trace`]: every decision and event, `+<minutes> <what>: <reason>` (not serialised).
+    #[serde(skip)]
+    pub trace: Vec<String>,
 }
 
 /// The settings of a run: `broker.conf` text of the scenario, then of `--config` (its keys win), then the
@@ -290,6 +295,8 @@ struct Sim<'w> {
     series: Series,
     chart_ms: i64,
     class_name: &'static str,
+    trace: Option<Vec<String>>,
+    now: i64,
 }
 
 fn pc(old: f64, new: f64) -> f64 {
@@ -440,6 +447,15 @@ impl<'w> Sim<'w> {
             recorder: Recorder::new(SAMPLE_MS, world.converge_after_ms),
             series,
             chart_ms: options.chart_interval_ms.max(SAMPLE_MS),
+            trace: options.trace.then(Vec::new),
+            now: 0,
+        }
+    }
+
+    fn log(&mut self, t: i64, line: String) {
+        if let Some(trace) = self.trace.as_mut() {
+            let s = t / 1000;
+            trace.push(format!("+{}m{:02}s {line}", s / 60, s % 60));
         }
     }
 
@@ -567,6 +583,7 @@ impl<'w> Sim<'w> {
         };
         self.leader = Some(leader);
         self.leader_idx = Some(b);
+        self.log(t, format!("leader: {id} elected"));
         self.leader_epoch += 1;
         let e = self.leader_epoch;
         let shed = self.settings.load_balancer_shedding_interval_minutes as i64 * 60_000;
@@ -593,6 +610,7 @@ impl<'w> Sim<'w> {
             start_timestamp: Some(self.world.start_ms + t),
             ..Default::default()
         };
+        self.log(t, format!("broker {} starts", self.world.brokers[b].id));
         let br = &mut self.brokers[b];
         br.up = true;
         br.registered = true;
@@ -637,6 +655,15 @@ impl<'w> Sim<'w> {
         if !self.brokers[b].up {
             return;
         }
+        self.log(
+            t,
+            format!(
+                "broker {} {} with {} bundles",
+                self.world.brokers[b].id,
+                if graceful { "stops" } else { "crashes" },
+                self.brokers[b].bundles.len()
+            ),
+        );
         self.brokers[b].up = false;
         self.brokers[b].epoch += 1;
         let owned: Vec<usize> = self.brokers[b].bundles.iter().copied().collect();
@@ -784,7 +811,15 @@ impl<'w> Sim<'w> {
             self.pending_assign.insert(bi);
             return;
         };
-        match leader.assign(&name) {
+        let result = leader.assign(&name);
+        if self.trace.is_some() {
+            let t = self.now;
+            match &result {
+                Ok(a) => self.log(t, format!("assign {name} -> {}: {}", a.broker, a.reason)),
+                Err(e) => self.log(t, format!("assign {name}: {}", e.reason)),
+            }
+        }
+        match result {
             Ok(a) => match self.broker_index(&a.broker) {
                 Some(d) if self.brokers[d].up => {
                     self.own(bi, d);
@@ -810,6 +845,11 @@ impl<'w> Sim<'w> {
         };
         let started = Instant::now();
         let plan = leader.shedding_cycle(now);
+        if self.trace.is_some() {
+            for sk in &plan.skipped {
+                self.log(t, format!("skip {}: {}", sk.subject, sk.reason));
+            }
+        }
         self.recorder
             .cycle(started.elapsed().as_secs_f64() * 1_000_000.0);
         for u in plan.unloads {
@@ -836,6 +876,13 @@ impl<'w> Sim<'w> {
             if let Some(l) = self.leader.as_mut() {
                 l.record_unload(&u.bundle, now);
             }
+            self.log(
+                t,
+                format!(
+                    "unload {}: {} -> {}: {}",
+                    u.bundle, self.world.brokers[o].id, self.world.brokers[d].id, u.reason
+                ),
+            );
             self.recorder.moves.push(MoveRecord {
                 at_ms: t,
                 bundle: u.bundle,
@@ -970,6 +1017,20 @@ impl<'w> Sim<'w> {
         }
         self.recorder.counts.splits += 1;
         self.series.split_minutes.push(t as f64 / 60_000.0);
+        self.log(
+            t,
+            format!(
+                "split {} on {} into {}: {}",
+                s.bundle,
+                self.world.brokers[owner].id,
+                children
+                    .iter()
+                    .map(|r| r.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                s.reason
+            ),
+        );
         for ci in first..first + children.len() {
             if !s.unload_children {
                 self.own(ci, owner);
@@ -1064,7 +1125,10 @@ impl<'w> Sim<'w> {
         self.recorder.sample(t, &scores);
     }
 
-    fn run(mut self, progress: Option<&AtomicI64>) -> (Metrics, Series, Vec<MoveRecord>) {
+    fn run(
+        mut self,
+        progress: Option<&AtomicI64>,
+    ) -> (Metrics, Series, Vec<MoveRecord>, Vec<String>) {
         for (i, b) in self.world.bundles.iter().enumerate() {
             if let Some(o) = b.owner {
                 self.own(i, o);
@@ -1085,6 +1149,7 @@ impl<'w> Sim<'w> {
             if t > end {
                 break;
             }
+            self.now = t;
             match item.ev {
                 Ev::Timeline(i) => self.timeline(i, t),
                 Ev::Join(b) => {
@@ -1144,7 +1209,12 @@ impl<'w> Sim<'w> {
             .iter()
             .map(|m| m.at_ms as f64 / 60_000.0)
             .collect();
-        (metrics, self.series, self.recorder.moves)
+        (
+            metrics,
+            self.series,
+            self.recorder.moves,
+            self.trace.unwrap_or_default(),
+        )
     }
 }
 
@@ -1152,7 +1222,7 @@ impl<'w> Sim<'w> {
 pub fn run(world: &World, options: &RunOptions, progress: Option<&AtomicI64>) -> RunResult {
     let started = Instant::now();
     let sim = Sim::new(world, options);
-    let (metrics, series, moves) = sim.run(progress);
+    let (metrics, series, moves, trace) = sim.run(progress);
     let wall = started.elapsed().as_secs_f64();
     let interval = options
         .settings
@@ -1181,5 +1251,6 @@ pub fn run(world: &World, options: &RunOptions, progress: Option<&AtomicI64>) ->
         },
         series,
         moves,
+        trace,
     }
 }

@@ -28,6 +28,8 @@ pub struct SuiteOptions {
     pub progress: bool,
     /// Worker threads (0 = available cores).
     pub threads: usize,
+    /// Keep every run's decision log.
+    pub trace: bool,
 }
 
 impl Default for SuiteOptions {
@@ -39,6 +41,7 @@ impl Default for SuiteOptions {
             chart_interval_ms: 60_000,
             progress: false,
             threads: 0,
+            trace: false,
         }
     }
 }
@@ -107,6 +110,7 @@ pub fn run_suite(worlds: &[World], options: &SuiteOptions) -> Result<SuiteResult
                     settings,
                     seed: options.seed,
                     chart_interval_ms: options.chart_interval_ms,
+                    trace: options.trace,
                 },
             ));
         }

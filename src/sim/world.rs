@@ -556,8 +556,10 @@ impl World {
     }
 
     /// Builds a world from a live cluster's snapshot: brokers with the capacities their reports give (CPU limit
-    /// / 100 cores, NIC limit in Gbit/s; 8 cores and 10 Gbit/s when a limit is unknown), base CPU calibrated so
-    /// the model reproduces each broker's reported CPU at the start, every non-system bundle of every report on
+    /// / 100 cores, NIC limit in Gbit/s; 8 cores and 10 Gbit/s when a limit is unknown), the model's CPU costs
+    /// scaled by one cluster-wide factor fitted by least squares to the reported CPU (capped so no broker's
+    /// traffic costs more than its CPU) and each broker's base CPU set so the model reproduces its reported CPU
+    /// at the start, every non-system bundle of every report on
     /// its reporter with the traffic of its `lastStats` spread evenly over its topics (the snapshot's
     /// `bundleTopics` when listed, else generated names hashing into the bundle), the snapshot's bundle data as
     /// the stored data, no events. Namespace boundaries come from the snapshot, else from the bundles seen
@@ -570,8 +572,57 @@ impl World {
     ) -> Result<Self, SimError> {
         let err = |m: String| invalid(name, m);
         let policies = snap.policies().map_err(|e| err(e.to_string()))?;
+        if snap.brokers.is_empty() {
+            return Err(err("the snapshot has no brokers".into()));
+        }
+        // Calibration: scale the per-message and per-byte CPU costs by one cluster-wide factor k fitted by
+        // least squares to the reported CPU (cores = base + k × traffic cost), capped so that no broker's
+        // traffic costs more than its reported CPU; the rest of each broker's CPU is its own base, so the model
+        // reproduces every report at the start.
+        let served: Vec<(f64, f64)> = snap
+            .brokers
+            .values()
+            .map(|r| {
+                let traffic = Rates {
+                    rate_in: r.msg_rate_in,
+                    rate_out: r.msg_rate_out,
+                    tp_in: r.msg_throughput_in,
+                    tp_out: r.msg_throughput_out,
+                };
+                (model.traffic_cores(&traffic), r.cpu.usage.max(0.0) / 100.0)
+            })
+            .collect();
+        let n = served.len() as f64;
+        let mean_c = served.iter().map(|(c, _)| c).sum::<f64>() / n;
+        let mean_y = served.iter().map(|(_, y)| y).sum::<f64>() / n;
+        let var = served
+            .iter()
+            .map(|(c, _)| (c - mean_c).powi(2))
+            .sum::<f64>();
+        let cov = served
+            .iter()
+            .map(|(c, y)| (c - mean_c) * (y - mean_y))
+            .sum::<f64>();
+        let mut k = if var > 0.0 { cov / var } else { f64::NAN };
+        if !(k.is_finite() && k > 0.0) {
+            k = if mean_c > 0.0 {
+                ((mean_y - model.base_cpu_cores) / mean_c).max(0.0)
+            } else {
+                1.0
+            };
+        }
+        // No broker may need a negative base: k is capped so traffic explains at most each broker's CPU.
+        let cap = served
+            .iter()
+            .filter(|(c, _)| *c > 0.0)
+            .map(|(c, y)| y / c)
+            .fold(f64::INFINITY, f64::min);
+        k = k.min(cap);
+        let mut model = model;
+        model.cpu_micros_per_message *= k;
+        model.cpu_micros_per_kib *= k;
         let mut brokers = Vec::new();
-        for (id, r) in &snap.brokers {
+        for ((id, r), (cost, used)) in snap.brokers.iter().zip(&served) {
             let cores = if r.cpu.limit > 0.0 {
                 r.cpu.limit / 100.0
             } else {
@@ -583,26 +634,17 @@ impl World {
             } else {
                 10.0
             };
-            let served = Rates {
-                rate_in: r.msg_rate_in,
-                rate_out: r.msg_rate_out,
-                tp_in: r.msg_throughput_in,
-                tp_out: r.msg_throughput_out,
-            };
-            let used = (r.cpu.usage.max(0.0)) / 100.0;
             brokers.push(BrokerSpec {
                 id: id.clone(),
                 capacity: Capacity {
                     cpu_cores: cores,
                     nic_gbps: nic,
-                    base_cpu_cores: (used - model.traffic_cores(&served)).max(0.0),
+                    base_cpu_cores: (used - k * cost).max(0.0),
                 },
                 join_ms: 0,
             });
         }
-        if brokers.is_empty() {
-            return Err(err("the snapshot has no brokers".into()));
-        }
+
         // Bundles per namespace.
         let mut seen: BTreeMap<String, Vec<(BundleRange, usize, String)>> = BTreeMap::new();
         for (bi, (_, r)) in snap.brokers.iter().enumerate() {
