@@ -11,6 +11,8 @@
 //! bundles back until it had about three times the rate of the least loaded one. It exists so the simulator can
 //! compare the two.
 
+use std::cell::OnceCell;
+
 use rand::rngs::StdRng;
 use rand::Rng;
 
@@ -52,24 +54,33 @@ pub(super) fn score(ctx: &PlacementContext<'_>, i: usize) -> f64 {
 pub(super) fn select(
     ctx: &PlacementContext<'_>,
     candidates: &[usize],
+    best_cache: &OnceCell<Vec<usize>>,
     rng: &mut StdRng,
 ) -> Option<(usize, String)> {
     let all = ctx.lltmr_scores();
-    let min = candidates
-        .iter()
+    // Scores are fixed for the context and candidate lists per namespace, so the best set is computed once.
+    let best = best_cache.get_or_init(|| {
+        let min = candidates
+            .iter()
+            .map(|i| all[*i])
+            .filter(|s| !s.is_nan())
+            .fold(f64::INFINITY, f64::min);
+        let best: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|i| all[*i] == min)
+            .collect();
+        if best.is_empty() {
+            candidates.to_vec()
+        } else {
+            best
+        }
+    });
+    let min = best
+        .first()
         .map(|i| all[*i])
         .filter(|s| !s.is_nan())
-        .fold(f64::INFINITY, f64::min);
-    let best: Vec<usize> = candidates
-        .iter()
-        .copied()
-        .filter(|i| all[*i] == min)
-        .collect();
-    let best = if best.is_empty() {
-        candidates.to_vec()
-    } else {
-        best
-    };
+        .unwrap_or(f64::INFINITY);
     let pick = best[rng.random_range(0..best.len())];
     let weighted = if ctx
         .settings

@@ -77,7 +77,7 @@ pub struct PlacementContext<'a> {
     /// Now, epoch ms (stamps reports without `lastUpdate` for the extensible load data).
     pub now: i64,
     ownership: OnceCell<Vec<BTreeMap<String, usize>>>,
-    candidates: RefCell<HashMap<(String, bool), Rc<Candidates>>>,
+    candidates: RefCell<[HashMap<String, Rc<Candidates>>; 2]>,
     lltmr_scores: OnceCell<Vec<f64>>,
 }
 
@@ -93,6 +93,8 @@ pub struct Candidates {
     pub notes: Vec<String>,
     /// The policy note (isolation policy and fail-over), empty without isolation.
     pub policy_note: String,
+    lltmr_best_filtered: OnceCell<Vec<usize>>,
+    lltmr_best_base: OnceCell<Vec<usize>>,
 }
 
 impl<'a> PlacementContext<'a> {
@@ -130,24 +132,20 @@ impl<'a> PlacementContext<'a> {
             brokers,
             now: 0,
             ownership: OnceCell::new(),
-            candidates: RefCell::new(HashMap::new()),
+            candidates: RefCell::new([HashMap::new(), HashMap::new()]),
             lltmr_scores: OnceCell::new(),
         }
     }
 
     /// The candidates for `bundle` (cached per namespace and topic kind).
     pub fn candidates(&self, bundle: &str) -> Rc<Candidates> {
-        let key = (
-            namespace_of(bundle).to_owned(),
-            self.policies.non_persistent_bundles.contains(bundle),
-        );
-        if let Some(c) = self.candidates.borrow().get(&key) {
+        let ns = namespace_of(bundle);
+        let kind = usize::from(self.policies.non_persistent_bundles.contains(bundle));
+        if let Some(c) = self.candidates.borrow()[kind].get(ns) {
             return Rc::clone(c);
         }
         let computed = Rc::new(self.compute_candidates(bundle));
-        self.candidates
-            .borrow_mut()
-            .insert(key, Rc::clone(&computed));
+        self.candidates.borrow_mut()[kind].insert(ns.to_owned(), Rc::clone(&computed));
         computed
     }
 
@@ -178,6 +176,8 @@ impl<'a> PlacementContext<'a> {
             filtered: c,
             notes,
             policy_note,
+            lltmr_best_filtered: OnceCell::new(),
+            lltmr_best_base: OnceCell::new(),
         }
     }
 
@@ -275,10 +275,12 @@ impl Placement {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn select(
         &mut self,
         ctx: &PlacementContext<'_>,
         candidates: &[usize],
+        best_cache: &OnceCell<Vec<usize>>,
         planned: Option<&str>,
         source: Option<&str>,
         rng: &mut StdRng,
@@ -288,7 +290,9 @@ impl Placement {
         }
         match self {
             Placement::AvgShedder => avg::select(ctx, candidates, planned, source, rng),
-            Placement::LeastLongTermMessageRate => least_long_term::select(ctx, candidates, rng),
+            Placement::LeastLongTermMessageRate => {
+                least_long_term::select(ctx, candidates, best_cache, rng)
+            }
             Placement::LeastResourceUsageWithWeight(s) => s.select(ctx, candidates, rng),
             Placement::ExtensibleLeastResourceUsageWithWeight(s) => s.select(ctx, candidates, rng),
         }
@@ -376,18 +380,18 @@ pub fn select_broker(
             ctx.index_of(pick).expect("known"),
             format!(
                 "round-robin over {} (shedding-excluded namespace)",
-                ctx.ids(&c)
+                ctx.ids(c)
             ),
         )
     } else {
         state
             .strategy
-            .select(ctx, c, planned, source, rng)
+            .select(ctx, c, &cands.lltmr_best_filtered, planned, source, rng)
             .ok_or_else(|| {
                 format!(
                     "{} found no broker among {}",
                     state.strategy.name(),
-                    ctx.ids(&c)
+                    ctx.ids(c)
                 )
             })?
     };
@@ -396,7 +400,11 @@ pub fn select_broker(
         .load_balancer_broker_overloaded_threshold_percentage as f64
         / 100.0;
     if ctx.brokers[chosen].w4 > threshold {
-        if let Some((again, why2)) = state.strategy.select(ctx, base, planned, source, rng) {
+        if let Some((again, why2)) =
+            state
+                .strategy
+                .select(ctx, base, &cands.lltmr_best_base, planned, source, rng)
+        {
             why = format!(
                 "{} usage {}% > overload threshold {}%, re-selected over the policy candidates: {why2}",
                 ctx.brokers[chosen].id,
