@@ -294,7 +294,7 @@ fn the_html_report_references_every_chart_it_lists() {
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let written = report::write_html(&suite, dir.path()).unwrap();
-    assert_eq!(written.len(), 4, "two charts per scenario");
+    assert_eq!(written.len(), 8, "two charts per scenario, SVG and PNG");
     let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
     let referenced: BTreeSet<String> = html
         .split("href=\"")
@@ -308,7 +308,12 @@ fn the_html_report_references_every_chart_it_lists() {
         .map(|p| format!("charts/{}", p.file_name().unwrap().to_string_lossy()))
         .collect();
     assert_eq!(referenced, files);
-    for f in &files {
+    for f in files.iter().filter(|f| f.ends_with(".png")) {
+        let png = std::fs::read(dir.path().join(f)).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{f}");
+        assert!(png.len() > 1000, "{f}");
+    }
+    for f in files.iter().filter(|f| f.ends_with(".svg")) {
         let svg = std::fs::read_to_string(dir.path().join(f)).unwrap();
         assert!(
             svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
@@ -321,8 +326,11 @@ fn the_html_report_references_every_chart_it_lists() {
     assert_eq!(html.matches("<svg xmlns").count(), 4);
     for name in ["golden", "scale-in"] {
         assert!(html.contains(&format!("id=\"{name}\"")), "{name}");
-        assert!(html.contains(&format!("charts/{name}-scores.svg")));
-        assert!(html.contains(&format!("charts/{name}-moves.svg")));
+        for chart in ["scores", "moves"] {
+            for ext in ["svg", "png"] {
+                assert!(html.contains(&format!("charts/{name}-{chart}.{ext}")));
+            }
+        }
     }
     // One panel per strategy in the scores chart.
     let scores = std::fs::read_to_string(dir.path().join("charts/golden-scores.svg")).unwrap();

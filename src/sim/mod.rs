@@ -13,7 +13,8 @@
 //! * [`engine`] — the discrete-event simulation of one run (brokers' reporters, moves, membership, traffic).
 //! * [`metrics`] — what a run measures, with exact definitions.
 //! * [`suite`] — many runs on a thread pool, with a progress bar.
-//! * [`report`] — text tables, JSON, HTML with SVG charts.
+//! * [`report`] — text tables, JSON, HTML with SVG and PNG charts.
+//! * [`chart`] — the charts, drawn once for an SVG and a PNG backend (hand-written encoder, built-in font).
 //!
 //! # Score
 //!
@@ -36,6 +37,7 @@
 //! runs share nothing, so the thread that runs them does not matter. Only the wall-clock fields
 //! (`decisionMicrosPerCycle`, `wallSeconds`, `simulatedCyclesPerSecond`) vary.
 
+pub mod chart;
 pub mod engine;
 pub mod leader;
 pub mod metrics;

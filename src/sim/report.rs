@@ -4,14 +4,16 @@
 //! Charts per scenario: `charts/<scenario>-scores.svg` — small multiples, one panel per strategy with the same
 //! axes, every broker's score over time, the overload threshold dashed and each shedding move as a tick on the
 //! time axis; `charts/<scenario>-moves.svg` — cumulative shedding moves over time, one line per strategy.
-//! `index.html` embeds every chart inline (it opens on its own, offline) and links each chart file. PNG is not
-//! produced (see the README: it would need a rasteriser and a font).
+//! Each chart is written as SVG and as PNG (hand-written rasteriser with a built-in pixel font, so no system
+//! font is needed; see [`super::chart`]). `index.html` embeds every SVG inline (it opens on its own, offline)
+//! and links every chart file.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use super::chart::{self, Raster, Svg};
 use super::engine::RunResult;
-use super::metrics::{Metrics, OVERLOADED_SCORE};
+use super::metrics::Metrics;
 use super::suite::{ScenarioInfo, SuiteResult};
 use super::SimError;
 
@@ -159,284 +161,47 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-const PALETTE: [&str; 10] = [
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-    "#bcbd22", "#17becf",
-];
+/// Device pixels per SVG pixel of the PNG charts.
+pub const PNG_SCALE: f64 = 2.0;
 
-fn tick_step(span: f64) -> f64 {
-    for s in [5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 240.0, 360.0, 720.0] {
-        if span / s <= 8.0 {
-            return s;
-        }
-    }
-    1440.0
+fn brokers_of(runs: &[&RunResult]) -> usize {
+    runs.first().map_or(0, |r| r.series.brokers.len())
 }
 
-const PANEL_W: f64 = 360.0;
-const PANEL_H: f64 = 210.0;
-const MARGIN_L: f64 = 40.0;
-const MARGIN_T: f64 = 26.0;
-const MARGIN_B: f64 = 30.0;
-
-/// The small-multiples score chart of one scenario.
+/// The small-multiples score chart of one scenario, as SVG.
 pub fn scores_svg(info: &ScenarioInfo, runs: &[&RunResult]) -> String {
-    let cols = runs.len().clamp(1, 3);
-    let rows = runs.len().div_ceil(cols).max(1);
-    let legend = runs.first().map_or(0, |r| r.series.brokers.len()).min(20);
-    let legend_h = if legend > 0 {
-        18.0 * legend.div_ceil(5) as f64 + 8.0
-    } else {
-        0.0
-    };
-    let width = cols as f64 * PANEL_W + 10.0;
-    let height = rows as f64 * PANEL_H + 34.0 + legend_h;
-    let y_max = runs
-        .iter()
-        .flat_map(|r| r.series.scores.iter().flatten().flatten())
-        .fold(100.0f32, |a, b| a.max(*b)) as f64;
-    let x_max = info.duration_minutes.max(1.0);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">"#
+    let (w, h) = chart::scores_size(runs.len(), brokers_of(runs));
+    let mut svg = Svg::new(
+        w,
+        h,
+        &format!("{}: broker scores over time per strategy", info.name),
     );
-    let _ = writeln!(
-        s,
-        r#"<title>{}: broker scores over time per strategy</title><rect width="100%" height="100%" fill="white"/>"#,
-        esc(&info.name)
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="8" y="18" font-size="14" font-weight="bold">{}: every broker's score (weighted max usage, %) over time, one panel per strategy</text>"#,
-        esc(&info.name)
-    );
-    for (k, r) in runs.iter().enumerate() {
-        let ox = (k % cols) as f64 * PANEL_W + 5.0;
-        let oy = (k / cols) as f64 * PANEL_H + 28.0;
-        let pw = PANEL_W - MARGIN_L - 12.0;
-        let ph = PANEL_H - MARGIN_T - MARGIN_B;
-        let px = |m: f64| ox + MARGIN_L + m / x_max * pw;
-        let py = |v: f64| oy + MARGIN_T + ph - v / y_max * ph;
-        let _ = writeln!(
-            s,
-            r#"<g><text x="{:.1}" y="{:.1}" font-weight="bold">{} / {}</text>"#,
-            ox + MARGIN_L,
-            oy + 16.0,
-            esc(&r.strategy),
-            esc(&r.placement)
-        );
-        let _ = writeln!(
-            s,
-            r##"<rect x="{:.1}" y="{:.1}" width="{pw:.1}" height="{ph:.1}" fill="#fafafa" stroke="#999"/>"##,
-            ox + MARGIN_L,
-            oy + MARGIN_T
-        );
-        for v in [0.0, 25.0, 50.0, 75.0, 100.0] {
-            let _ = writeln!(
-                s,
-                r##"<line x1="{:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#e0e0e0"/><text x="{:.1}" y="{:.1}" text-anchor="end">{v}</text>"##,
-                px(0.0),
-                px(x_max),
-                ox + MARGIN_L - 4.0,
-                py(v) + 4.0,
-                y = py(v)
-            );
-        }
-        let step = tick_step(x_max);
-        let mut m = 0.0;
-        while m <= x_max + 1e-9 {
-            let _ = writeln!(
-                s,
-                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" stroke="#999"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{m}</text>"##,
-                py(0.0),
-                py(0.0) + 4.0,
-                py(0.0) + 15.0,
-                x = px(m)
-            );
-            m += step;
-        }
-        let _ = writeln!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">minutes</text>"##,
-            px(x_max),
-            py(0.0) + 26.0
-        );
-        let _ = writeln!(
-            s,
-            r##"<line x1="{:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#d62728" stroke-dasharray="4 3"/>"##,
-            px(0.0),
-            px(x_max),
-            y = py(OVERLOADED_SCORE)
-        );
-        for (b, scores) in r.series.scores.iter().enumerate() {
-            let color = PALETTE[b % PALETTE.len()];
-            let mut pts = String::new();
-            let flush = |pts: &mut String, s: &mut String| {
-                if pts.matches(' ').count() >= 1 {
-                    let _ = writeln!(
-                        s,
-                        r#"<polyline fill="none" stroke="{color}" stroke-width="1" stroke-opacity="0.85" points="{}"/>"#,
-                        pts.trim_end()
-                    );
-                }
-                pts.clear();
-            };
-            for (i, v) in scores.iter().enumerate() {
-                match v {
-                    Some(v) => {
-                        let _ = write!(pts, "{:.1},{:.1} ", px(r.series.minutes[i]), py(*v as f64));
-                    }
-                    None => flush(&mut pts, &mut s),
-                }
-            }
-            flush(&mut pts, &mut s);
-        }
-        for m in &r.series.move_minutes {
-            let _ = writeln!(
-                s,
-                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" stroke="#000" stroke-opacity="0.5"/>"##,
-                py(0.0) - 6.0,
-                py(0.0),
-                x = px(*m)
-            );
-        }
-        let _ = writeln!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{} moves, {} splits</text></g>"##,
-            px(x_max) - 3.0,
-            oy + MARGIN_T + 12.0,
-            r.metrics.moves,
-            r.metrics.splits
-        );
-    }
-    if let Some(r) = runs.first() {
-        let top = rows as f64 * PANEL_H + 30.0;
-        for (b, id) in r.series.brokers.iter().take(legend).enumerate() {
-            let x = 8.0 + (b % 5) as f64 * 150.0;
-            let y = top + 14.0 + (b / 5) as f64 * 18.0;
-            let _ = writeln!(
-                s,
-                r#"<rect x="{x:.1}" y="{:.1}" width="14" height="4" fill="{}"/><text x="{:.1}" y="{y:.1}">{}</text>"#,
-                y - 6.0,
-                PALETTE[b % PALETTE.len()],
-                x + 18.0,
-                esc(id)
-            );
-        }
-        if r.series.brokers.len() > legend {
-            let _ = writeln!(
-                s,
-                r#"<text x="8" y="{:.1}">… {} brokers in all (colours repeat)</text>"#,
-                top + 14.0 + legend.div_ceil(5) as f64 * 18.0,
-                r.series.brokers.len()
-            );
-        }
-    }
-    s.push_str("</svg>\n");
-    s
+    chart::draw_scores(&mut svg, info, runs);
+    svg.finish()
 }
 
-/// Cumulative shedding moves over time, one line per strategy.
+/// The same chart as PNG.
+pub fn scores_png(info: &ScenarioInfo, runs: &[&RunResult]) -> Vec<u8> {
+    let (w, h) = chart::scores_size(runs.len(), brokers_of(runs));
+    let mut r = Raster::new(w, h, PNG_SCALE);
+    chart::draw_scores(&mut r, info, runs);
+    r.png()
+}
+
+/// Cumulative shedding moves over time, one line per strategy, as SVG.
 pub fn moves_svg(info: &ScenarioInfo, runs: &[&RunResult]) -> String {
-    let (w, h) = (720.0, 300.0);
-    let (l, r_m, t, b) = (50.0, 190.0, 30.0, 34.0);
-    let pw = w - l - r_m;
-    let ph = h - t - b;
-    let x_max = info.duration_minutes.max(1.0);
-    let y_max = runs
-        .iter()
-        .map(|r| r.series.move_minutes.len())
-        .max()
-        .unwrap_or(0)
-        .max(1) as f64;
-    let px = |m: f64| l + m / x_max * pw;
-    let py = |v: f64| t + ph - v / y_max * ph;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = writeln!(
-        s,
-        r#"<title>{}: shedding moves over time</title><rect width="100%" height="100%" fill="white"/>"#,
-        esc(&info.name)
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="8" y="18" font-size="14" font-weight="bold">{}: cumulative shedding moves</text>"#,
-        esc(&info.name)
-    );
-    let _ = writeln!(
-        s,
-        r##"<rect x="{l}" y="{t}" width="{pw}" height="{ph}" fill="#fafafa" stroke="#999"/>"##
-    );
-    let ystep = (y_max / 5.0).ceil().max(1.0);
-    let mut v = 0.0;
-    while v <= y_max + 1e-9 {
-        let _ = writeln!(
-            s,
-            r##"<line x1="{l}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#e0e0e0"/><text x="{:.1}" y="{:.1}" text-anchor="end">{v}</text>"##,
-            l + pw,
-            l - 4.0,
-            py(v) + 4.0,
-            y = py(v)
-        );
-        v += ystep;
-    }
-    let step = tick_step(x_max);
-    let mut m = 0.0;
-    while m <= x_max + 1e-9 {
-        let _ = writeln!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">{m}</text>"##,
-            px(m),
-            t + ph + 15.0
-        );
-        m += step;
-    }
-    let _ = writeln!(
-        s,
-        r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">minutes</text>"##,
-        l + pw,
-        t + ph + 28.0
-    );
-    for (k, r) in runs.iter().enumerate() {
-        let color = PALETTE[k % PALETTE.len()];
-        let mut pts = format!("{:.1},{:.1}", px(0.0), py(0.0));
-        for (i, m) in r.series.move_minutes.iter().enumerate() {
-            let _ = write!(
-                pts,
-                " {:.1},{:.1} {:.1},{:.1}",
-                px(*m),
-                py(i as f64),
-                px(*m),
-                py(i as f64 + 1.0)
-            );
-        }
-        let _ = write!(
-            pts,
-            " {:.1},{:.1}",
-            px(x_max),
-            py(r.series.move_minutes.len() as f64)
-        );
-        let _ = writeln!(
-            s,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{pts}"/>"#
-        );
-        let y = t + 12.0 + k as f64 * 18.0;
-        let _ = writeln!(
-            s,
-            r#"<rect x="{:.1}" y="{:.1}" width="14" height="4" fill="{color}"/><text x="{:.1}" y="{y:.1}">{} ({})</text>"#,
-            l + pw + 12.0,
-            y - 6.0,
-            l + pw + 30.0,
-            esc(&r.strategy),
-            r.series.move_minutes.len()
-        );
-    }
-    s.push_str("</svg>\n");
-    s
+    let (w, h) = chart::MOVES_SIZE;
+    let mut svg = Svg::new(w, h, &format!("{}: shedding moves over time", info.name));
+    chart::draw_moves(&mut svg, info, runs);
+    svg.finish()
+}
+
+/// The same chart as PNG.
+pub fn moves_png(info: &ScenarioInfo, runs: &[&RunResult]) -> Vec<u8> {
+    let (w, h) = chart::MOVES_SIZE;
+    let mut r = Raster::new(w, h, PNG_SCALE);
+    chart::draw_moves(&mut r, info, runs);
+    r.png()
 }
 
 fn file_stem(name: &str) -> String {
@@ -480,7 +245,7 @@ with a score above 85; &micro;s/cycle: wall time of one shedding cycle.</p>
         let stem = file_stem(&info.name);
         let _ = writeln!(
             html,
-            r##"<li><a href="#{stem}">{}</a>: <a href="charts/{stem}-scores.svg">charts/{stem}-scores.svg</a>, <a href="charts/{stem}-moves.svg">charts/{stem}-moves.svg</a></li>"##,
+            r##"<li><a href="#{stem}">{}</a>: scores <a href="charts/{stem}-scores.svg">SVG</a> <a href="charts/{stem}-scores.png">PNG</a>, moves <a href="charts/{stem}-moves.svg">SVG</a> <a href="charts/{stem}-moves.png">PNG</a></li>"##,
             esc(&info.name)
         );
     }
@@ -525,25 +290,29 @@ with a score above 85; &micro;s/cycle: wall time of one shedding cycle.</p>
             html.push_str("</tr>\n");
         }
         html.push_str("</table>\n");
-        for (kind, svg, caption) in [
+        for (kind, svg, png, caption) in [
             (
                 "scores",
                 scores_svg(info, &runs),
+                scores_png(info, &runs),
                 "Every broker's score over time; one panel per strategy, same axes; dashed line: overload threshold (85); ticks on the time axis: shedding moves.",
             ),
             (
                 "moves",
                 moves_svg(info, &runs),
+                moves_png(info, &runs),
                 "Cumulative shedding moves over time, per strategy.",
             ),
         ] {
-            let name = format!("{stem}-{kind}.svg");
-            let path = charts.join(&name);
-            std::fs::write(&path, &svg).map_err(|e| io(&path, e))?;
-            written.push(path);
+            let name = format!("{stem}-{kind}");
+            for (ext, bytes) in [("svg", svg.as_bytes()), ("png", png.as_slice())] {
+                let path = charts.join(format!("{name}.{ext}"));
+                std::fs::write(&path, bytes).map_err(|e| io(&path, e))?;
+                written.push(path);
+            }
             let _ = writeln!(
                 html,
-                r#"<figure>{svg}<figcaption>{caption} <a href="charts/{name}">charts/{name}</a></figcaption></figure>"#
+                r#"<figure>{svg}<figcaption>{caption} <a href="charts/{name}.svg">charts/{name}.svg</a>, <a href="charts/{name}.png">charts/{name}.png</a></figcaption></figure>"#
             );
         }
     }
