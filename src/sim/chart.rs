@@ -903,8 +903,8 @@ mod tests {
         let mut r = Raster::new(40.0, 12.0, 2.0);
         r.text(2.0, 10.0, "AVG 85%", Anchor::Start, ink::BLACK, false);
         r.line((0.0, 11.0), (39.0, 11.0), ink::RED, 1.0, true);
-        assert!(r.px.iter().any(|p| *p == ink::BLACK));
-        assert!(r.px.iter().any(|p| *p == ink::RED));
+        assert!(r.px.contains(&ink::BLACK));
+        assert!(r.px.contains(&ink::RED));
         let png = r.png();
         assert_eq!(&png[..8], &[0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a]);
         assert_eq!(&png[12..16], b"IHDR");
