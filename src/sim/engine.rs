@@ -11,7 +11,9 @@
 //!   usage. Host usage (CPU, NIC) is the mean of the 5-s samples over the last
 //!   `loadBalancerHostUsageCheckIntervalMinutes` (Pulsar measures CPU and NIC counters over that interval);
 //!   bundle rates are current. The write goes through [`LocalBrokerData::update`]; gains and losses are
-//!   those since the previous write. Cost of a check: O(namespaces on the broker); of a write: O(its bundles).
+//!   those since the previous write. Nothing forces a write after an unload or a split: the modular
+//!   manager's `setLoadReportForceUpdateFlag` is a no-op. Cost of a check: O(namespaces on the broker); of a
+//!   write: O(its bundles).
 //! * **The leader** is the first broker up; when it leaves, the registered broker with the lowest id takes
 //!   over ([`Leader::take_over`]). Every written report is applied at once (one aggregation per
 //!   notification). Split selection runs after report arrivals, at most once per 5-s period (Pulsar runs it
