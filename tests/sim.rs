@@ -252,6 +252,52 @@ fn rolling_restart_orphans_are_placed_and_brokers_come_back_empty() {
 }
 
 #[test]
+fn a_crash_is_noticed_after_the_session_timeout() {
+    let text = r#"{
+      "name": "crash", "durationMinutes": 5,
+      "brokers": [{ "count": 3 }],
+      "namespaces": [{ "name": "t/n", "bundles": 12, "msgRateIn": 30000 }],
+      "events": [{ "kind": "stop", "atMinute": 2, "brokers": ["broker-02"], "graceful": false }]
+    }"#;
+    let world = World::from_scenario(&Scenario::from_json(text, "crash").unwrap(), 1).unwrap();
+    let (settings, _) =
+        effective_settings(&world.settings_text, None, ShedderKind::AvgShedder).unwrap();
+    let r = run(
+        &world,
+        &RunOptions {
+            settings,
+            seed: 1,
+            chart_interval_ms: 5_000,
+            trace: true,
+        },
+        None,
+    );
+    assert!(
+        r.trace
+            .iter()
+            .any(|l| l == "+2m00s broker broker-02:8080 crashes with 4 bundles"),
+        "{:#?}",
+        r.trace
+    );
+    // metadataStoreSessionTimeoutMillis = 30 s: the four bundles are placed at 2m30s, on the two others.
+    let assigned: Vec<&String> = r.trace.iter().filter(|l| l.contains(" assign ")).collect();
+    assert_eq!(assigned.len(), 4, "{assigned:#?}");
+    assert!(
+        assigned.iter().all(|l| l.starts_with("+2m30s assign t/n/")),
+        "{assigned:#?}"
+    );
+    assert!(
+        assigned.iter().all(|l| !l.contains("-> broker-02")),
+        "{assigned:#?}"
+    );
+    assert_eq!(r.metrics.orphan_assignments, 4);
+    // The crashed broker is out of the scores from the crash on.
+    let at = |m: f64| r.series.minutes.iter().position(|x| *x == m).unwrap();
+    assert!(r.series.scores[1][at(2.0)].is_none());
+    assert!(r.series.scores[1][at(1.5)].is_some());
+}
+
+#[test]
 fn a_snapshot_starts_where_the_cluster_is() {
     let snap = Snapshot::from_json(include_str!("../examples/snapshot.json")).unwrap();
     let world = World::from_snapshot(&snap, "from-example", 30.0, CostModel::default()).unwrap();

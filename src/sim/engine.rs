@@ -640,6 +640,11 @@ impl<'w> Sim<'w> {
         if let Some(l) = self.leader.as_mut() {
             l.on_broker_removed(&id);
         }
+        // Lookups that the leader answered with this broker while it was down but registered retry now.
+        let pending: Vec<usize> = std::mem::take(&mut self.pending_assign).into_iter().collect();
+        for bi in pending {
+            self.push(t, Ev::Assign(bi, AssignKind::Orphan));
+        }
         if self.leader_idx == Some(b) {
             let next = (0..self.brokers.len())
                 .filter(|i| self.brokers[*i].registered)
