@@ -25,7 +25,7 @@ pub struct SimulateArgs {
     /// Seed of every random choice (traffic generation, placement, noise).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Write an HTML report with SVG charts to this directory (index.html, charts/).
+    /// Write an HTML report with SVG and PNG charts to this directory (index.html, charts/).
     #[arg(long)]
     pub report: Option<PathBuf>,
     /// Print every metric as JSON instead of tables.
