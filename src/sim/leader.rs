@@ -30,6 +30,15 @@
 //! counters, moving averages), an empty recently-unloaded map and no preallocations — all leader-only
 //! memory in Pulsar. Its cycles start one interval after the election.
 //!
+//! # Consistency with the runtime (test to come with issue 5)
+//!
+//! On a small scenario, the simulator and the runtime (broker agents on a shared in-memory store under paused
+//! tokio time, fed the same traffic) must produce the same list of `(virtual time, bundle, from, to)`
+//! shedding moves, the same splits and the same final owner of every bundle. For that the runtime has to keep
+//! this sequence: first report written at start and then checks at the same seeded phase and period; one
+//! [`Leader::on_report`] per written report, in notification order; cycles at election + k × interval; the
+//! same random streams; unloads applied at decision time and owned by the destination after the same delay.
+//!
 //! # Time and randomness
 //!
 //! Time is passed in (`now`, epoch ms). Randomness is injected: the k-th shedding cycle of a leader's term
