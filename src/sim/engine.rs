@@ -641,7 +641,9 @@ impl<'w> Sim<'w> {
             l.on_broker_removed(&id);
         }
         // Lookups that the leader answered with this broker while it was down but registered retry now.
-        let pending: Vec<usize> = std::mem::take(&mut self.pending_assign).into_iter().collect();
+        let pending: Vec<usize> = std::mem::take(&mut self.pending_assign)
+            .into_iter()
+            .collect();
         for bi in pending {
             self.push(t, Ev::Assign(bi, AssignKind::Orphan));
         }
