@@ -15,7 +15,7 @@ test: deps
 deps:
 	@./scripts/install-test-deps.sh
 
-## Shows loadmgr's bundle, JSON and configuration tools on built-in inputs.
+## Runs the built-in simulation suite for every strategy and writes target/loadmgr-report/index.html.
 demo:
 	@./scripts/demo.sh
 

@@ -8,5 +8,6 @@ pub mod coordination;
 pub mod core;
 pub mod model;
 pub mod routing;
+pub mod sim;
 pub mod store;
 pub mod testing;

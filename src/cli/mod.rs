@@ -6,6 +6,7 @@ pub mod config;
 pub mod explain;
 pub mod json;
 pub mod route;
+pub mod simulate;
 pub mod store;
 
 use std::fmt;
@@ -68,6 +69,9 @@ pub enum Command {
     Config(config::ConfigCommand),
     /// Run the shedding strategy over a load-data snapshot and print the plan with every reason.
     Explain(explain::ExplainArgs),
+    /// Replay scenarios (or a snapshot of a live cluster) through the decision core in virtual time, compare
+    /// shedding strategies and report metrics, tables and charts.
+    Simulate(simulate::SimulateArgs),
     /// Locality-aware, load-aware routing (Storm-style); `route simulate` compares it with a plain shuffle.
     Route(route::RouteArgs),
     /// Inspect and edit nodes of a metadata store (zk:, etcd:, memory:).
@@ -84,6 +88,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Json(cmd) => json::run(cmd),
         Command::Config(cmd) => config::run(cmd),
         Command::Explain(args) => explain::run(&args).map_err(CliError::new),
+        Command::Simulate(args) => simulate::run(&args).map_err(CliError::new),
         Command::Route(args) => route::run(args).map_err(CliError::new),
         Command::Store(args) => store::run(args),
         Command::Bench(cmd) => bench::run(cmd),

@@ -1,0 +1,1265 @@
+//! The discrete-event simulation of one run: a [`World`], one strategy pair, one seed.
+//!
+//! Virtual time is in milliseconds from the start (`now` handed to the core is `world.start_ms + t`). Events
+//! at the same instant run in this order: membership and timeline events, move completions and lookups,
+//! report checks, leader work (split check, shedding, flush), metric samples; ties by scheduling order.
+//!
+//! * **Brokers** check their report every `loadBalancerReportUpdateMinIntervalMillis` (5 s; each broker has a
+//!   seeded phase) and write it when Pulsar's `needBrokerDataUpdate` says so: first report at start, more than
+//!   `loadBalancerReportUpdateMaxIntervalMinutes` since the last write, or a change above
+//!   `loadBalancerReportUpdateThresholdPercentage` of msg rate, throughput, bundle count or 100 × weighted
+//!   usage. Host usage (CPU, NIC) is the mean of the 5-s samples over the last
+//!   `loadBalancerHostUsageCheckIntervalMinutes` (Pulsar measures CPU and NIC counters over that interval);
+//!   bundle rates are current. The write goes through [`LocalBrokerData::update`]; gains and losses are
+//!   those since the previous write. Nothing forces a write after an unload or a split: the modular
+//!   manager's `setLoadReportForceUpdateFlag` is a no-op. Cost of a check: O(namespaces on the broker); of a
+//!   write: O(its bundles).
+//! * **The leader** is the first broker up; when it leaves, the registered broker with the lowest id takes
+//!   over ([`Leader::take_over`]). Every written report is applied at once (one aggregation per
+//!   notification). Split selection runs after report arrivals, at most once per 5-s period (Pulsar runs it
+//!   after every notification; within 5 s it would select the same bundles).
+//! * **Moves**: a shedding unload takes the bundle off its current owner at once; the planned destination owns
+//!   it `moveSeconds` later (if that broker left meanwhile, the bundle is placed by a lookup). Unloads of
+//!   bundles that moved or split since the leader's view are not carried out (`failedUnloads`).
+//! * **Leaving brokers**: a graceful stop deregisters at once (Pulsar's `disableBroker` before unloading);
+//!   its bundles are looked up and placed by [`Leader::assign`] `moveSeconds` later. A crash is noticed after
+//!   `metadataStoreSessionTimeoutMillis`; the bundles are placed then. A restarted broker comes back empty.
+//! * **Splits** follow the plan's boundaries, or the configured algorithm over the bundle's topics when the
+//!   plan leaves them to the owner; children take the topics whose hash they contain. Unloaded children with
+//!   topics are placed by lookups `moveSeconds` later; children without topics are never looked up.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering as AtomicOrdering};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::leader::Leader;
+use super::metrics::{Metrics, MoveRecord, Recorder};
+use super::model::{noise, score, unit, Rates, Stream};
+use super::world::{Spike, World, WorldEvent};
+use crate::bundle::{
+    parse_hash, split_bundle, BundleRange, NamespaceBundles, SplitInput, SplitOutcome, TopicName,
+    TopicTraffic,
+};
+use crate::config::{PlacementKind, Settings, ShedderKind};
+use crate::core::split::SplitTopics;
+use crate::core::{
+    weights4, ClusterPolicies, LoadData, NamespacePolicy, SplitDecision, StoredSeeds,
+};
+use crate::model::{LocalBrokerData, ResourceWeights, SystemResourceUsage};
+
+/// Metric sample period, ms.
+pub const SAMPLE_MS: i64 = 5_000;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Effective settings (strategy keys already set, see [`effective_settings`]).
+    pub settings: Settings,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Chart sample period, ms.
+    pub chart_interval_ms: i64,
+    /// Keep a log of every decision with its reason ([`RunResult::trace`]).
+    pub trace: bool,
+}
+
+/// Scores over time, for the charts.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Series {
+    /// Broker ids, in world order.
+    pub brokers: Vec<String>,
+    /// Sample times, minutes from the start.
+    pub minutes: Vec<f64>,
+    /// Per broker, its score at each sample (`None` while down).
+    pub scores: Vec<Vec<Option<f32>>>,
+    /// Minutes at which shedding moves were decided.
+    pub move_minutes: Vec<f64>,
+    /// Minutes at which splits happened.
+    pub split_minutes: Vec<f64>,
+    /// Run length, minutes.
+    pub duration_minutes: f64,
+}
+
+/// The outcome of one run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunResult {
+    /// Scenario name.
+    pub scenario: String,
+    /// Shedding strategy.
+    pub strategy: String,
+    /// Placement strategy.
+    pub placement: String,
+    /// Seed.
+    pub seed: u64,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Wall-clock seconds of the run.
+    pub wall_seconds: f64,
+    /// Simulated shedding intervals per wall-clock second.
+    pub simulated_cycles_per_second: f64,
+    /// Chart data (not serialised with the metrics).
+    #[serde(skip)]
+    pub series: Series,
+    /// Shedding moves (not serialised).
+    #[serde(skip)]
+    pub moves: Vec<MoveRecord>,
+    /// With [`RunOptions::trace`]: every decision and event, `+<minutes> <what>: <reason>` (not serialised).
+    #[serde(skip)]
+    pub trace: Vec<String>,
+}
+
+/// The settings of a run: `broker.conf` text of the scenario, then of `--config` (its keys win), then the
+/// strategy under test. Placement: an explicitly configured placement is kept (unless it is AvgShedder while the
+/// shedder is not — Pulsar refuses that pairing); otherwise the 5.0 pairing of the shedder
+/// ([`ShedderKind::default_placement`]).
+pub fn effective_settings(
+    scenario_text: &str,
+    config: Option<(&str, &str)>,
+    shedder: ShedderKind,
+) -> Result<(Settings, Vec<String>), super::SimError> {
+    let mut text = scenario_text.to_owned();
+    let mut label = "scenario settings".to_owned();
+    if let Some((file, body)) = config {
+        text.push('\n');
+        text.push_str(body);
+        label = format!("scenario settings + {file}");
+    }
+    let loaded =
+        Settings::from_text(&text, &label).map_err(|e| super::SimError::Config(e.to_string()))?;
+    let warnings: Vec<String> = loaded
+        .warnings
+        .iter()
+        .filter(|w| {
+            !w.message.starts_with("unknown key")
+                && !w.message.contains("is set again")
+                && !w.message.contains("falls back to")
+        })
+        .map(|w| w.to_string())
+        .collect();
+    let mut s = loaded.settings;
+    let explicit = s
+        .is_explicit("loadBalancerLoadPlacementStrategy")
+        .then_some(s.load_balancer_load_placement_strategy);
+    s.load_balancer_load_shedding_strategy = shedder;
+    s.load_balancer_load_placement_strategy = match explicit {
+        Some(PlacementKind::AvgShedder) if shedder != ShedderKind::AvgShedder => {
+            shedder.default_placement()
+        }
+        Some(p) if shedder != ShedderKind::TransferShedder => p,
+        _ => shedder.default_placement(),
+    };
+    Ok((s, warnings))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    On(usize),
+    Moving(usize),
+    Unowned,
+}
+
+#[derive(Debug, Clone)]
+struct Bundle {
+    name: String,
+    ns: usize,
+    range: BundleRange,
+    topics: Vec<usize>,
+    rates: Rates,
+    producers: i32,
+    consumers: i32,
+    owner: Owner,
+    live: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Written {
+    rate: f64,
+    tp: f64,
+    bundles: i32,
+    w: f64,
+    at: i64,
+}
+
+#[derive(Debug, Clone)]
+struct Broker {
+    up: bool,
+    registered: bool,
+    epoch: u64,
+    ns_rates: Vec<Rates>,
+    ns_count: Vec<u32>,
+    total: Rates,
+    bundles: BTreeSet<usize>,
+    local: LocalBrokerData,
+    last: Option<Written>,
+    checks: u64,
+    host: SystemResourceUsage,
+    acc: (SystemResourceUsage, u32),
+    phase_ms: i64,
+    spikes: Vec<Spike>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AssignKind {
+    Orphan,
+    Split,
+}
+
+#[derive(Debug, Clone)]
+enum Ev {
+    Timeline(usize),
+    Join(usize),
+    Deregister(usize, u64),
+    MoveDone(usize, usize),
+    Assign(usize, AssignKind),
+    RampStep(usize, u32),
+    Check(usize, u64),
+    SplitCheck,
+    Shed(u64),
+    Flush(u64),
+    Sample,
+}
+
+impl Ev {
+    fn priority(&self) -> u8 {
+        match self {
+            Ev::Timeline(_) | Ev::Join(_) | Ev::Deregister(..) => 0,
+            Ev::MoveDone(..) | Ev::Assign(..) | Ev::RampStep(..) => 1,
+            Ev::Check(..) => 2,
+            Ev::SplitCheck | Ev::Shed(_) | Ev::Flush(_) => 3,
+            Ev::Sample => 4,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Item {
+    t: i64,
+    prio: u8,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Item {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Item {}
+impl PartialOrd for Item {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Item {
+    /// Reversed, so the `BinaryHeap` pops the earliest.
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.t, o.prio, o.seq).cmp(&(self.t, self.prio, self.seq))
+    }
+}
+
+struct Ramp {
+    topics: Vec<usize>,
+    from: Vec<f64>,
+    factor: f64,
+    steps: u32,
+}
+
+const RAMP_STEP_MS: i64 = 30_000;
+
+/// One run in progress.
+struct Sim<'w> {
+    world: &'w World,
+    settings: Settings,
+    weights4: ResourceWeights,
+    weights: ResourceWeights,
+    seed: u64,
+    queue: BinaryHeap<Item>,
+    seq: u64,
+    brokers: Vec<Broker>,
+    bundles: Vec<Bundle>,
+    by_name: HashMap<String, usize>,
+    topic_bundle: Vec<usize>,
+    topic_mult: Vec<f64>,
+    ns_bundles: Vec<NamespaceBundles>,
+    leader: Option<Leader>,
+    leader_idx: Option<usize>,
+    leader_epoch: u64,
+    pending_assign: BTreeSet<usize>,
+    split_pending: Option<i64>,
+    moves_dest: Vec<usize>,
+    ramps: Vec<Ramp>,
+    recorder: Recorder,
+    series: Series,
+    chart_ms: i64,
+    class_name: &'static str,
+    trace: Option<Vec<String>>,
+    now: i64,
+}
+
+fn pc(old: f64, new: f64) -> f64 {
+    if old == 0.0 {
+        if new == 0.0 {
+            0.0
+        } else {
+            f64::INFINITY
+        }
+    } else {
+        100.0 * ((old - new) / old).abs()
+    }
+}
+
+/// `W` of a host usage with the configured (five) weights, as a fraction, computed the way
+/// `LocalBrokerData::max_resource_usage_with_weight` does.
+fn weighted(u: &SystemResourceUsage, w: &ResourceWeights) -> f64 {
+    [
+        u.cpu.percent_usage() as f64 * w.cpu,
+        u.memory.percent_usage() as f64 * w.memory,
+        u.direct_memory.percent_usage() as f64 * w.direct_memory,
+        u.bandwidth_in.percent_usage() as f64 * w.bandwidth_in,
+        u.bandwidth_out.percent_usage() as f64 * w.bandwidth_out,
+    ]
+    .into_iter()
+    .fold(f64::NEG_INFINITY, f64::max)
+        / 100.0
+}
+
+fn add_usage(a: &mut SystemResourceUsage, b: &SystemResourceUsage) {
+    for (x, y) in [
+        (&mut a.cpu, &b.cpu),
+        (&mut a.memory, &b.memory),
+        (&mut a.direct_memory, &b.direct_memory),
+        (&mut a.bandwidth_in, &b.bandwidth_in),
+        (&mut a.bandwidth_out, &b.bandwidth_out),
+    ] {
+        x.usage += y.usage;
+        x.limit = y.limit;
+    }
+}
+
+fn mean_usage(sum: &SystemResourceUsage, n: u32) -> SystemResourceUsage {
+    let mut m = *sum;
+    for r in [
+        &mut m.cpu,
+        &mut m.memory,
+        &mut m.direct_memory,
+        &mut m.bandwidth_in,
+        &mut m.bandwidth_out,
+    ] {
+        r.usage /= n.max(1) as f64;
+    }
+    m
+}
+
+impl<'w> Sim<'w> {
+    fn new(world: &'w World, options: &RunOptions) -> Self {
+        let settings = options.settings.clone();
+        let n_ns = world.namespaces.len();
+        let mut bundles = Vec::with_capacity(world.bundles.len());
+        let mut by_name = HashMap::with_capacity(world.bundles.len());
+        let mut index: BTreeMap<(usize, u64), usize> = BTreeMap::new();
+        for (i, b) in world.bundles.iter().enumerate() {
+            let name = world.bundle_name(b);
+            by_name.insert(name.clone(), i);
+            index.insert((b.ns, b.range.lower()), i);
+            bundles.push(Bundle {
+                name,
+                ns: b.ns,
+                range: b.range,
+                topics: Vec::new(),
+                rates: Rates::default(),
+                producers: 0,
+                consumers: 0,
+                owner: Owner::Unowned,
+                live: true,
+            });
+        }
+        let mut topic_bundle = Vec::with_capacity(world.topics.len());
+        for (ti, t) in world.topics.iter().enumerate() {
+            let r = world.namespaces[t.ns].bundles.find(t.hash);
+            let bi = index[&(t.ns, r.lower())];
+            let b = &mut bundles[bi];
+            b.topics.push(ti);
+            b.rates.add_scaled(&t.base, 1.0);
+            b.producers += t.producers;
+            b.consumers += t.consumers;
+            topic_bundle.push(bi);
+        }
+        let brokers = world
+            .brokers
+            .iter()
+            .enumerate()
+            .map(|(i, _)| Broker {
+                up: false,
+                registered: false,
+                epoch: 0,
+                ns_rates: vec![Rates::default(); n_ns],
+                ns_count: vec![0; n_ns],
+                total: Rates::default(),
+                bundles: BTreeSet::new(),
+                local: LocalBrokerData::default(),
+                last: None,
+                checks: 0,
+                host: SystemResourceUsage::default(),
+                acc: (SystemResourceUsage::default(), 0),
+                phase_ms: 1
+                    + (unit(options.seed, Stream::Phase as u64, i as u64)
+                        * (settings.load_balancer_report_update_min_interval_millis as f64 - 1.0))
+                        as i64,
+                spikes: world
+                    .spikes
+                    .iter()
+                    .filter(|s| s.broker == i && s.end_ms > s.start_ms)
+                    .copied()
+                    .collect(),
+            })
+            .collect();
+        let series = Series {
+            brokers: world.brokers.iter().map(|b| b.id.clone()).collect(),
+            scores: vec![Vec::new(); world.brokers.len()],
+            duration_minutes: world.duration_ms as f64 / 60_000.0,
+            ..Default::default()
+        };
+        Sim {
+            world,
+            weights4: weights4(&settings),
+            weights: settings.resource_weights(),
+            class_name: settings.load_manager_class_name.class_name(),
+            settings,
+            seed: options.seed,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            brokers,
+            bundles,
+            by_name,
+            topic_bundle,
+            topic_mult: vec![1.0; world.topics.len()],
+            ns_bundles: world.namespaces.iter().map(|n| n.bundles.clone()).collect(),
+            leader: None,
+            leader_idx: None,
+            leader_epoch: 0,
+            pending_assign: BTreeSet::new(),
+            split_pending: None,
+            moves_dest: Vec::new(),
+            ramps: Vec::new(),
+            recorder: Recorder::new(SAMPLE_MS, world.converge_after_ms),
+            series,
+            chart_ms: options.chart_interval_ms.max(SAMPLE_MS),
+            trace: options.trace.then(Vec::new),
+            now: 0,
+        }
+    }
+
+    fn log(&mut self, t: i64, line: String) {
+        if let Some(trace) = self.trace.as_mut() {
+            let s = t / 1000;
+            trace.push(format!("+{}m{:02}s {line}", s / 60, s % 60));
+        }
+    }
+
+    fn push(&mut self, t: i64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Item {
+            t,
+            prio: ev.priority(),
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    fn policies(&self) -> ClusterPolicies {
+        let mut policies = ClusterPolicies::none();
+        for (ns, nb) in self.world.namespaces.iter().zip(&self.ns_bundles) {
+            policies.namespaces.insert(
+                ns.name.clone(),
+                NamespacePolicy {
+                    bundles: Some(nb.clone()),
+                    anti_affinity_group: None,
+                },
+            );
+        }
+        policies
+    }
+
+    fn own(&mut self, bi: usize, broker: usize) {
+        let b = &mut self.bundles[bi];
+        b.owner = Owner::On(broker);
+        let br = &mut self.brokers[broker];
+        br.bundles.insert(bi);
+        br.ns_rates[b.ns].add_scaled(&b.rates, 1.0);
+        br.ns_count[b.ns] += 1;
+        br.total.add_scaled(&b.rates, 1.0);
+    }
+
+    fn unown(&mut self, bi: usize) {
+        if let Owner::On(o) = self.bundles[bi].owner {
+            let b = &self.bundles[bi];
+            let br = &mut self.brokers[o];
+            br.bundles.remove(&bi);
+            br.ns_rates[b.ns].add_scaled(&b.rates, -1.0);
+            br.ns_count[b.ns] -= 1;
+            if br.ns_count[b.ns] == 0 {
+                br.ns_rates[b.ns] = Rates::default();
+            }
+            br.total.add_scaled(&b.rates, -1.0);
+            if br.bundles.is_empty() {
+                br.total = Rates::default();
+            }
+        }
+        self.bundles[bi].owner = Owner::Unowned;
+    }
+
+    fn wave(&self, ns: usize, t: i64) -> f64 {
+        self.world.namespaces[ns].wave.map_or(1.0, |w| w.at(t))
+    }
+
+    fn broker_rates(&self, b: usize, t: i64) -> Rates {
+        let br = &self.brokers[b];
+        if self.world.namespaces.iter().all(|n| n.wave.is_none()) {
+            return br.total.clamped();
+        }
+        let mut r = Rates::default();
+        for (ns, c) in br.ns_count.iter().enumerate() {
+            if *c > 0 {
+                r.add_scaled(&br.ns_rates[ns], self.wave(ns, t));
+            }
+        }
+        r.clamped()
+    }
+
+    fn spike(&self, b: usize, t: i64) -> f64 {
+        self.brokers[b]
+            .spikes
+            .iter()
+            .filter(|s| s.start_ms <= t && t < s.end_ms)
+            .map(|s| s.points)
+            .sum()
+    }
+
+    fn true_score(&self, b: usize, t: i64) -> f64 {
+        let u = self.world.model.usage(
+            &self.world.brokers[b].capacity,
+            &self.broker_rates(b, t),
+            self.spike(b, t),
+            0.0,
+        );
+        score(&u, &self.weights4)
+    }
+
+    fn id(&self, b: usize) -> &str {
+        &self.world.brokers[b].id
+    }
+
+    fn broker_index(&self, id: &str) -> Option<usize> {
+        self.world.brokers.iter().position(|b| b.id == id)
+    }
+
+    fn start_leader(&mut self, b: usize, t: i64, previous: Option<Leader>) {
+        let id = self.id(b).to_owned();
+        let leader = match previous {
+            Some(p) => p.take_over(&id),
+            None => {
+                let mut load = LoadData::new();
+                load.recently_unloaded = self.world.recently_unloaded.clone();
+                Leader::new(
+                    &id,
+                    self.settings.clone(),
+                    self.policies(),
+                    load,
+                    StoredSeeds {
+                        bundle_data: self
+                            .world
+                            .stored_bundle_data
+                            .iter()
+                            .map(|(k, v)| (k.clone(), *v))
+                            .collect(),
+                        quotas: HashMap::new(),
+                    },
+                    self.seed,
+                )
+            }
+        };
+        self.leader = Some(leader);
+        self.leader_idx = Some(b);
+        self.log(t, format!("leader: {id} elected"));
+        self.leader_epoch += 1;
+        let e = self.leader_epoch;
+        let shed = self.settings.load_balancer_shedding_interval_minutes as i64 * 60_000;
+        let flush = self
+            .settings
+            .load_balancer_resource_quota_update_interval_minutes as i64
+            * 60_000;
+        self.push(t + shed, Ev::Shed(e));
+        self.push(t + flush, Ev::Flush(e));
+    }
+
+    fn join(&mut self, b: usize, t: i64) {
+        let spec = &self.world.brokers[b];
+        let host = spec
+            .id
+            .rsplit_once(':')
+            .map_or(spec.id.as_str(), |(h, _)| h);
+        let port = spec.id.rsplit_once(':').map_or("8080", |(_, p)| p);
+        let local = LocalBrokerData {
+            web_service_url: Some(format!("http://{host}:{port}")),
+            pulsar_service_url: Some(format!("pulsar://{host}:6650")),
+            broker_version_string: Some("loadmgr-sim".into()),
+            load_manager_class_name: Some(self.class_name.to_owned()),
+            start_timestamp: Some(self.world.start_ms + t),
+            ..Default::default()
+        };
+        self.log(t, format!("broker {} starts", self.world.brokers[b].id));
+        let br = &mut self.brokers[b];
+        br.up = true;
+        br.registered = true;
+        br.epoch += 1;
+        br.local = local;
+        br.last = None;
+        br.checks = 0;
+        br.acc = (SystemResourceUsage::default(), 0);
+        let epoch = br.epoch;
+        self.push(t, Ev::Check(b, epoch));
+        if self.leader.is_none() {
+            self.start_leader(b, t, None);
+        }
+        let pending: Vec<usize> = std::mem::take(&mut self.pending_assign)
+            .into_iter()
+            .collect();
+        for bi in pending {
+            self.push(t, Ev::Assign(bi, AssignKind::Orphan));
+        }
+    }
+
+    fn deregister(&mut self, b: usize, t: i64) {
+        self.brokers[b].registered = false;
+        let id = self.id(b).to_owned();
+        if let Some(l) = self.leader.as_mut() {
+            l.on_broker_removed(&id);
+        }
+        // Lookups that the leader answered with this broker while it was down but registered retry now.
+        let pending: Vec<usize> = std::mem::take(&mut self.pending_assign)
+            .into_iter()
+            .collect();
+        for bi in pending {
+            self.push(t, Ev::Assign(bi, AssignKind::Orphan));
+        }
+        if self.leader_idx == Some(b) {
+            let next = (0..self.brokers.len())
+                .filter(|i| self.brokers[*i].registered)
+                .min_by(|a, c| self.id(*a).cmp(self.id(*c)));
+            let old = self.leader.take();
+            self.leader_idx = None;
+            self.leader_epoch += 1;
+            if let Some(n) = next {
+                self.start_leader(n, t, old);
+            }
+        }
+    }
+
+    fn leave(&mut self, b: usize, t: i64, graceful: bool) {
+        if !self.brokers[b].up {
+            return;
+        }
+        self.log(
+            t,
+            format!(
+                "broker {} {} with {} bundles",
+                self.world.brokers[b].id,
+                if graceful { "stops" } else { "crashes" },
+                self.brokers[b].bundles.len()
+            ),
+        );
+        self.brokers[b].up = false;
+        self.brokers[b].epoch += 1;
+        let owned: Vec<usize> = self.brokers[b].bundles.iter().copied().collect();
+        for bi in &owned {
+            self.unown(*bi);
+        }
+        let at = if graceful {
+            self.deregister(b, t);
+            t + self.world.move_ms
+        } else {
+            let timeout = self.settings.metadata_store_session_timeout_millis.max(0);
+            let epoch = self.brokers[b].epoch;
+            self.push(t + timeout, Ev::Deregister(b, epoch));
+            t + timeout
+        };
+        for bi in owned {
+            self.push(at, Ev::Assign(bi, AssignKind::Orphan));
+        }
+    }
+
+    fn check(&mut self, b: usize, t: i64) {
+        let period = self
+            .settings
+            .load_balancer_report_update_min_interval_millis
+            .max(1) as i64;
+        let host_every = ((self
+            .settings
+            .load_balancer_host_usage_check_interval_minutes as i64
+            * 60_000)
+            / period)
+            .max(1) as u64;
+        let rates = self.broker_rates(b, t);
+        let inst = self.world.model.usage(
+            &self.world.brokers[b].capacity,
+            &rates,
+            self.spike(b, t),
+            noise(self.seed, b as u64, self.brokers[b].checks),
+        );
+        let br = &mut self.brokers[b];
+        add_usage(&mut br.acc.0, &inst);
+        br.acc.1 += 1;
+        if br.checks % host_every == 0 {
+            br.host = mean_usage(&br.acc.0, br.acc.1);
+            br.acc = (SystemResourceUsage::default(), 0);
+        }
+        br.checks += 1;
+        let next = if br.checks == 1 {
+            t + br.phase_ms
+        } else {
+            t + period
+        };
+        let epoch = br.epoch;
+        let w = weighted(&br.host, &self.weights);
+        let rate = rates.total_rate();
+        let tp = rates.total_tp();
+        let nb = br.bundles.len() as i32;
+        let max_ms = self
+            .settings
+            .load_balancer_report_update_max_interval_minutes as i64
+            * 60_000;
+        let threshold = self
+            .settings
+            .load_balancer_report_update_threshold_percentage as f64;
+        let need = match br.last {
+            None => true,
+            Some(last) => {
+                t - last.at > max_ms
+                    || [
+                        pc(last.rate, rate),
+                        pc(last.tp, tp),
+                        pc(last.bundles as f64, nb as f64),
+                        100.0 * (last.w - w).abs(),
+                    ]
+                    .into_iter()
+                    .fold(0.0, f64::max)
+                        > threshold
+            }
+        };
+        self.push(next, Ev::Check(b, epoch));
+        if need {
+            self.write_report(b, t, w);
+        }
+    }
+
+    fn write_report(&mut self, b: usize, t: i64, w: f64) {
+        let waves: Vec<f64> = (0..self.world.namespaces.len())
+            .map(|ns| self.wave(ns, t))
+            .collect();
+        let stats = self.brokers[b]
+            .bundles
+            .iter()
+            .map(|bi| {
+                let bd = &self.bundles[*bi];
+                let m = waves[bd.ns];
+                (
+                    bd.name.clone(),
+                    crate::model::NamespaceBundleStats {
+                        msg_rate_in: bd.rates.rate_in.max(0.0) * m,
+                        msg_rate_out: bd.rates.rate_out.max(0.0) * m,
+                        msg_throughput_in: bd.rates.tp_in.max(0.0) * m,
+                        msg_throughput_out: bd.rates.tp_out.max(0.0) * m,
+                        consumer_count: bd.consumers,
+                        producer_count: bd.producers,
+                        topics: bd.topics.len() as i64,
+                        cache_size: 0,
+                    },
+                )
+            })
+            .collect();
+        let now = self.world.start_ms + t;
+        let br = &mut self.brokers[b];
+        let host = br.host;
+        br.local.update(&host, stats);
+        br.local.last_update = now;
+        let report = br.local.clone();
+        br.local.clean_deltas();
+        br.last = Some(Written {
+            rate: report.total_msg_rate(),
+            tp: report.total_msg_throughput(),
+            bundles: report.num_bundles,
+            w,
+            at: t,
+        });
+        self.recorder.counts.reports_written += 1;
+        if !br.registered {
+            return;
+        }
+        let id = self.world.brokers[b].id.clone();
+        if let Some(l) = self.leader.as_mut() {
+            l.on_report(&id, report);
+            if self.split_pending.is_none() {
+                let at = (t + SAMPLE_MS - 1) / SAMPLE_MS * SAMPLE_MS;
+                self.split_pending = Some(at);
+                self.push(at, Ev::SplitCheck);
+            }
+        }
+    }
+
+    fn assign(&mut self, bi: usize, kind: AssignKind) {
+        if !self.bundles[bi].live || self.bundles[bi].owner != Owner::Unowned {
+            return;
+        }
+        let name = self.bundles[bi].name.clone();
+        let Some(leader) = self.leader.as_mut() else {
+            self.pending_assign.insert(bi);
+            return;
+        };
+        let result = leader.assign(&name);
+        if self.trace.is_some() {
+            let t = self.now;
+            match &result {
+                Ok(a) => self.log(t, format!("assign {name} -> {}: {}", a.broker, a.reason)),
+                Err(e) => self.log(t, format!("assign {name}: {}", e.reason)),
+            }
+        }
+        match result {
+            Ok(a) => match self.broker_index(&a.broker) {
+                Some(d) if self.brokers[d].up => {
+                    self.own(bi, d);
+                    match kind {
+                        AssignKind::Orphan => self.recorder.counts.orphan_assignments += 1,
+                        AssignKind::Split => self.recorder.counts.split_assignments += 1,
+                    }
+                }
+                _ => {
+                    self.pending_assign.insert(bi);
+                }
+            },
+            Err(_) => {
+                self.pending_assign.insert(bi);
+            }
+        }
+    }
+
+    fn shed(&mut self, t: i64) {
+        let now = self.world.start_ms + t;
+        let Some(leader) = self.leader.as_mut() else {
+            return;
+        };
+        let started = Instant::now();
+        let plan = leader.shedding_cycle(now);
+        if self.trace.is_some() {
+            for sk in &plan.skipped {
+                self.log(t, format!("skip {}: {}", sk.subject, sk.reason));
+            }
+        }
+        self.recorder
+            .cycle(started.elapsed().as_secs_f64() * 1_000_000.0);
+        for u in plan.unloads {
+            let Some(&bi) = self.by_name.get(&u.bundle) else {
+                self.recorder.counts.failed_unloads += 1;
+                continue;
+            };
+            let dest = u.destination.as_deref().and_then(|d| self.broker_index(d));
+            let (Owner::On(o), Some(d), true) =
+                (self.bundles[bi].owner, dest, self.bundles[bi].live)
+            else {
+                self.recorder.counts.failed_unloads += 1;
+                continue;
+            };
+            if o == d {
+                self.recorder.counts.failed_unloads += 1;
+                continue;
+            }
+            self.unown(bi);
+            let mid = self.moves_dest.len();
+            self.moves_dest.push(d);
+            self.bundles[bi].owner = Owner::Moving(mid);
+            self.push(t + self.world.move_ms, Ev::MoveDone(bi, mid));
+            if let Some(l) = self.leader.as_mut() {
+                l.record_unload(&u.bundle, now);
+            }
+            self.log(
+                t,
+                format!(
+                    "unload {}: {} -> {}: {}",
+                    u.bundle, self.world.brokers[o].id, self.world.brokers[d].id, u.reason
+                ),
+            );
+            self.recorder.moves.push(MoveRecord {
+                at_ms: t,
+                bundle: u.bundle,
+                from: self.world.brokers[o].id.clone(),
+                to: self.world.brokers[d].id.clone(),
+            });
+        }
+    }
+
+    fn move_done(&mut self, bi: usize, mid: usize) {
+        if self.bundles[bi].owner != Owner::Moving(mid) {
+            return;
+        }
+        self.bundles[bi].owner = Owner::Unowned;
+        let d = self.moves_dest[mid];
+        if self.brokers[d].up && self.brokers[d].registered {
+            self.own(bi, d);
+        } else {
+            self.assign(bi, AssignKind::Orphan);
+        }
+    }
+
+    fn split_check(&mut self, t: i64) {
+        self.split_pending = None;
+        let Some(leader) = self.leader.as_ref() else {
+            return;
+        };
+        let plan = leader.split_check(&SplitTopics::new());
+        for s in plan.splits {
+            self.split(&s, t);
+        }
+    }
+
+    fn split(&mut self, s: &SplitDecision, t: i64) {
+        let Some(&bi) = self.by_name.get(&s.bundle) else {
+            return;
+        };
+        let Owner::On(owner) = self.bundles[bi].owner else {
+            return;
+        };
+        if !self.bundles[bi].live {
+            return;
+        }
+        let (ns, range) = (self.bundles[bi].ns, self.bundles[bi].range);
+        let points: Vec<u64> = if s.boundaries.is_empty() {
+            let waves = self.wave(ns, t);
+            let mut input = SplitInput {
+                max_msg_rate: self.settings.load_balancer_namespace_bundle_max_msg_rate as f64,
+                max_bandwidth_mbytes: self
+                    .settings
+                    .load_balancer_namespace_bundle_max_bandwidth_mbytes
+                    as f64,
+                flow_or_qps_difference_threshold_percentage: self
+                    .settings
+                    .flow_or_qps_difference_threshold_percentage
+                    as f64,
+                ..Default::default()
+            };
+            for ti in &self.bundles[bi].topics {
+                let topic = &self.world.topics[*ti];
+                let Ok(name) = TopicName::parse(&topic.name) else {
+                    continue;
+                };
+                let m = self.topic_mult[*ti] * waves;
+                input.traffic.insert(
+                    topic.name.clone(),
+                    TopicTraffic {
+                        msg_rate: topic.base.total_rate() * m,
+                        throughput: topic.base.total_tp() * m,
+                    },
+                );
+                input.topics.push(name);
+            }
+            match split_bundle(
+                range,
+                self.settings.default_namespace_bundle_split_algorithm,
+                &input,
+            ) {
+                Ok(SplitOutcome::Split(p)) => p,
+                _ => return,
+            }
+        } else {
+            match s
+                .boundaries
+                .iter()
+                .map(|b| parse_hash(b))
+                .collect::<Result<Vec<_>, _>>()
+            {
+                Ok(p) => p,
+                Err(_) => return,
+            }
+        };
+        let Ok(nb) = self.ns_bundles[ns].split(range, &points) else {
+            return;
+        };
+        self.ns_bundles[ns] = nb.clone();
+        let ns_name = self.world.namespaces[ns].name.clone();
+        if let Some(l) = self.leader.as_mut() {
+            l.on_split(&ns_name, nb);
+        }
+        self.unown(bi);
+        self.bundles[bi].live = false;
+        let children = SplitOutcome::Split(points).children(range);
+        let first = self.bundles.len();
+        for r in &children {
+            let name = format!("{ns_name}/{r}");
+            self.by_name.insert(name.clone(), self.bundles.len());
+            self.bundles.push(Bundle {
+                name,
+                ns,
+                range: *r,
+                topics: Vec::new(),
+                rates: Rates::default(),
+                producers: 0,
+                consumers: 0,
+                owner: Owner::Unowned,
+                live: true,
+            });
+        }
+        let topics = std::mem::take(&mut self.bundles[bi].topics);
+        for ti in topics {
+            let h = self.world.topics[ti].hash;
+            let k = children.iter().position(|r| r.contains(h)).unwrap_or(0);
+            let ci = first + k;
+            let topic = &self.world.topics[ti];
+            let c = &mut self.bundles[ci];
+            c.topics.push(ti);
+            c.rates.add_scaled(&topic.base, self.topic_mult[ti]);
+            c.producers += topic.producers;
+            c.consumers += topic.consumers;
+            self.topic_bundle[ti] = ci;
+        }
+        self.recorder.counts.splits += 1;
+        self.series.split_minutes.push(t as f64 / 60_000.0);
+        self.log(
+            t,
+            format!(
+                "split {} on {} into {}: {}",
+                s.bundle,
+                self.world.brokers[owner].id,
+                children
+                    .iter()
+                    .map(|r| r.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                s.reason
+            ),
+        );
+        for ci in first..first + children.len() {
+            if !s.unload_children {
+                self.own(ci, owner);
+            } else if !self.bundles[ci].topics.is_empty() {
+                self.push(t + self.world.move_ms, Ev::Assign(ci, AssignKind::Split));
+            }
+        }
+    }
+
+    fn set_topic_mult(&mut self, ti: usize, m: f64) {
+        let old = self.topic_mult[ti];
+        if old == m {
+            return;
+        }
+        self.topic_mult[ti] = m;
+        let base = self.world.topics[ti].base;
+        let bi = self.topic_bundle[ti];
+        let delta = base.scaled(m - old);
+        let b = &mut self.bundles[bi];
+        b.rates.add_scaled(&delta, 1.0);
+        if let Owner::On(o) = b.owner {
+            let ns = b.ns;
+            let br = &mut self.brokers[o];
+            br.ns_rates[ns].add_scaled(&delta, 1.0);
+            br.total.add_scaled(&delta, 1.0);
+        }
+    }
+
+    fn ramp_step(&mut self, r: usize, k: u32, t: i64) {
+        let (steps, factor) = (self.ramps[r].steps, self.ramps[r].factor);
+        let topics = self.ramps[r].topics.clone();
+        for (j, ti) in topics.iter().enumerate() {
+            let from = self.ramps[r].from[j];
+            self.set_topic_mult(*ti, from + (factor - from) * k as f64 / steps as f64);
+        }
+        if k < steps {
+            self.push(t + RAMP_STEP_MS, Ev::RampStep(r, k + 1));
+        }
+    }
+
+    fn timeline(&mut self, i: usize, t: i64) {
+        match &self.world.events[i].1 {
+            WorldEvent::Stop { broker, graceful } => self.leave(*broker, t, *graceful),
+            WorldEvent::Restart { broker, down_ms } => {
+                let (b, down) = (*broker, *down_ms);
+                if self.brokers[b].up {
+                    self.leave(b, t, true);
+                    self.push(t + down, Ev::Join(b));
+                }
+            }
+            WorldEvent::Ramp {
+                topics,
+                factor,
+                ramp_ms,
+            } => {
+                let steps = (ramp_ms / RAMP_STEP_MS).max(1) as u32;
+                let from = topics.iter().map(|t| self.topic_mult[*t]).collect();
+                self.ramps.push(Ramp {
+                    topics: topics.clone(),
+                    from,
+                    factor: *factor,
+                    steps,
+                });
+                let r = self.ramps.len() - 1;
+                if *ramp_ms == 0 {
+                    self.ramp_step(r, 1, t);
+                } else {
+                    self.push(t + RAMP_STEP_MS, Ev::RampStep(r, 1));
+                }
+            }
+        }
+    }
+
+    fn sample(&mut self, t: i64) {
+        let mut scores = Vec::with_capacity(self.brokers.len());
+        let chart = t % self.chart_ms == 0;
+        if chart {
+            self.series.minutes.push(t as f64 / 60_000.0);
+        }
+        for b in 0..self.brokers.len() {
+            let s = if self.brokers[b].up {
+                let s = self.true_score(b, t);
+                scores.push(s);
+                Some(s as f32)
+            } else {
+                None
+            };
+            if chart {
+                self.series.scores[b].push(s);
+            }
+        }
+        self.recorder.sample(t, &scores);
+    }
+
+    fn run(
+        mut self,
+        progress: Option<&AtomicI64>,
+    ) -> (Metrics, Series, Vec<MoveRecord>, Vec<String>) {
+        for (i, b) in self.world.bundles.iter().enumerate() {
+            if let Some(o) = b.owner {
+                self.own(i, o);
+            }
+        }
+        for b in 0..self.brokers.len() {
+            let at = self.world.brokers[b].join_ms;
+            self.push(at, Ev::Join(b));
+        }
+        for i in 0..self.world.events.len() {
+            let at = self.world.events[i].0;
+            self.push(at, Ev::Timeline(i));
+        }
+        self.push(0, Ev::Sample);
+        let end = self.world.duration_ms;
+        while let Some(item) = self.queue.pop() {
+            let t = item.t;
+            if t > end {
+                break;
+            }
+            self.now = t;
+            match item.ev {
+                Ev::Timeline(i) => self.timeline(i, t),
+                Ev::Join(b) => {
+                    if !self.brokers[b].up {
+                        self.join(b, t);
+                    }
+                }
+                Ev::Deregister(b, e) => {
+                    if self.brokers[b].epoch == e && self.brokers[b].registered {
+                        self.deregister(b, t);
+                    }
+                }
+                Ev::MoveDone(bi, mid) => self.move_done(bi, mid),
+                Ev::Assign(bi, kind) => self.assign(bi, kind),
+                Ev::RampStep(r, k) => self.ramp_step(r, k, t),
+                Ev::Check(b, e) => {
+                    if self.brokers[b].up && self.brokers[b].epoch == e {
+                        self.check(b, t);
+                    }
+                }
+                Ev::SplitCheck => self.split_check(t),
+                Ev::Shed(e) => {
+                    if e == self.leader_epoch {
+                        self.shed(t);
+                        let every =
+                            self.settings.load_balancer_shedding_interval_minutes as i64 * 60_000;
+                        self.push(t + every, Ev::Shed(e));
+                    }
+                }
+                Ev::Flush(e) => {
+                    if e == self.leader_epoch {
+                        if let Some(l) = self.leader.as_mut() {
+                            l.flush();
+                        }
+                        let every = self
+                            .settings
+                            .load_balancer_resource_quota_update_interval_minutes
+                            as i64
+                            * 60_000;
+                        self.push(t + every, Ev::Flush(e));
+                    }
+                }
+                Ev::Sample => {
+                    self.sample(t);
+                    if let Some(p) = progress {
+                        p.store(t, AtomicOrdering::Relaxed);
+                    }
+                    self.push(t + SAMPLE_MS, Ev::Sample);
+                }
+            }
+        }
+        let mut metrics = self.recorder.finish();
+        metrics.moves = self.recorder.moves.len() as u64;
+        self.series.move_minutes = self
+            .recorder
+            .moves
+            .iter()
+            .map(|m| m.at_ms as f64 / 60_000.0)
+            .collect();
+        (
+            metrics,
+            self.series,
+            self.recorder.moves,
+            self.trace.unwrap_or_default(),
+        )
+    }
+}
+
+/// Runs one world with one strategy pair; `progress` (if given) receives the simulated ms reached.
+pub fn run(world: &World, options: &RunOptions, progress: Option<&AtomicI64>) -> RunResult {
+    let started = Instant::now();
+    let sim = Sim::new(world, options);
+    let (metrics, series, moves, trace) = sim.run(progress);
+    let wall = started.elapsed().as_secs_f64();
+    let interval = options
+        .settings
+        .load_balancer_shedding_interval_minutes
+        .max(1) as f64
+        * 60_000.0;
+    RunResult {
+        scenario: world.name.clone(),
+        strategy: options
+            .settings
+            .load_balancer_load_shedding_strategy
+            .name()
+            .to_owned(),
+        placement: crate::core::Strategies::from_settings(&options.settings)
+            .placement
+            .strategy
+            .name()
+            .to_owned(),
+        seed: options.seed,
+        metrics,
+        wall_seconds: wall,
+        simulated_cycles_per_second: if wall > 0.0 {
+            world.duration_ms as f64 / interval / wall
+        } else {
+            0.0
+        },
+        series,
+        moves,
+        trace,
+    }
+}

@@ -1,0 +1,354 @@
+//! The leader's loop as one reusable, synchronous sequence over the decision core. The simulator drives it
+//! with virtual time; the runtime (issue 5) can call the same methods from its timers and store watches, or
+//! mirror them step for step.
+//!
+//! # The sequence
+//!
+//! 1. **Feed reports** — every written `LocalBrokerData` (a store notification under `/loadbalance/brokers`)
+//!    goes to [`Leader::on_report`]; a vanished broker to [`Leader::on_broker_removed`].
+//! 2. **Aggregation** — `on_report` calls [`LoadData::apply_report`] once per written report (Pulsar's
+//!    `updateAll` per notification); new bundles are seeded from the store's flushed bundle data
+//!    ([`Leader::store`]). A change of the broker set tells the strategies
+//!    ([`Strategies::on_active_brokers_change`], Pulsar's `cleanupDeadBrokersData`).
+//! 3. **Shedding cycle** — every `loadBalancerSheddingIntervalMinutes`, the first one interval after the
+//!    election: [`Leader::shedding_cycle`] runs [`run_shedding_cycle`] (strategy, common filters, placement of
+//!    every unload's destination).
+//! 4. **Placement** — bundles without an owner (a broker left, split children unloaded, a planned destination
+//!    gone) are assigned one lookup at a time by [`Leader::assign`] ([`assign_bundle`]: preallocation, filters,
+//!    placement strategy).
+//! 5. **Apply with move delay** — the caller unloads each planned bundle from its current owner, and calls
+//!    [`Leader::record_unload`] once the unload succeeded (the grace period starts); the bundle serves nowhere
+//!    until the destination owns it (the simulator's `moveSeconds`).
+//! 6. **Split** — after report arrivals, [`Leader::split_check`] runs [`find_bundles_to_split`]; the caller
+//!    splits at the boundaries (computing them from the bundle's topics when the plan leaves them empty) and
+//!    reports the new bundles with [`Leader::on_split`].
+//! 7. **Flush** — every `loadBalancerResourceQuotaUpdateIntervalMinutes`, [`Leader::flush`] adds Pulsar's
+//!    extra sample ([`LoadData::resample_all`]) and writes the top bundles' data to the store.
+//!
+//! Leadership change ([`Leader::take_over`]): followers aggregate reports too (Pulsar 3.x/4.x), so the new
+//! leader keeps the brokers' reports, bundle windows and time averages, but starts with fresh strategies (hit
+//! counters, moving averages), an empty recently-unloaded map and no preallocations — all leader-only
+//! memory in Pulsar. Its cycles start one interval after the election.
+//!
+//! # Consistency with the runtime (test to come with issue 5)
+//!
+//! On a small scenario, the simulator and the runtime (broker agents on a shared in-memory store under paused
+//! tokio time, fed the same traffic) must produce the same list of `(virtual time, bundle, from, to)`
+//! shedding moves, the same splits and the same final owner of every bundle. For that the runtime has to keep
+//! this sequence: first report written at start and then checks at the same seeded phase and period; one
+//! [`Leader::on_report`] per written report, in notification order; cycles at election + k × interval; the
+//! same random streams; unloads applied at decision time and owned by the destination after the same delay.
+//!
+//! # Time and randomness
+//!
+//! Time is passed in (`now`, epoch ms). Randomness is injected: the k-th shedding cycle of a leader's term
+//! draws from `stream_rng(seed, Stream::Shedding, k)` and the n-th assignment from
+//! `stream_rng(seed, Stream::Assignment, n)` (see [`super::model::stream_rng`]); counters continue across
+//! leadership changes of one run, so a run is a function of its seed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::model::{stream_rng, Stream};
+use crate::bundle::NamespaceBundles;
+use crate::config::Settings;
+use crate::core::placement::assign_bundle;
+use crate::core::split::{find_bundles_to_split, SplitTopics};
+use crate::core::{
+    run_shedding_cycle, Assignment, ClusterPolicies, LoadData, Plan, Skipped, StoredSeeds,
+    Strategies,
+};
+use crate::model::{BundleData, LocalBrokerData};
+
+/// What a flush wrote.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Flush {
+    /// Bundles whose data was written, in write order.
+    pub bundles: Vec<String>,
+    /// Brokers whose time average was written.
+    pub brokers: usize,
+}
+
+/// The elected leader's state and loop (see the module docs).
+#[derive(Debug)]
+pub struct Leader {
+    /// The leader's broker id.
+    pub broker: String,
+    /// Effective settings.
+    pub settings: Settings,
+    /// Policies, including every namespace's current bundle boundaries.
+    pub policies: ClusterPolicies,
+    /// Aggregated load data.
+    pub load: LoadData,
+    /// Shedding and placement strategies with their cross-cycle state.
+    pub strategies: Strategies,
+    /// What the store holds under `/loadbalance/bundle-data` (seeds of bundles seen anew).
+    pub store: StoredSeeds,
+    seed: u64,
+    cycles: u64,
+    assignments: u64,
+    known: BTreeSet<String>,
+}
+
+impl Leader {
+    /// A leader elected with fresh strategies over `load`.
+    pub fn new(
+        broker: &str,
+        settings: Settings,
+        policies: ClusterPolicies,
+        load: LoadData,
+        store: StoredSeeds,
+        seed: u64,
+    ) -> Self {
+        let strategies = Strategies::from_settings(&settings);
+        let known = load.broker_ids();
+        Self {
+            broker: broker.to_owned(),
+            settings,
+            policies,
+            load,
+            strategies,
+            store,
+            seed,
+            cycles: 0,
+            assignments: 0,
+            known,
+        }
+    }
+
+    /// Step 1–2: one written report (one notification).
+    pub fn on_report(&mut self, broker: &str, report: LocalBrokerData) {
+        self.load.apply_report(broker, report, &self.store);
+        if !self.known.contains(broker) {
+            self.known.insert(broker.to_owned());
+            self.strategies.on_active_brokers_change(&self.known);
+        }
+    }
+
+    /// Step 1–2: a broker's registration vanished.
+    pub fn on_broker_removed(&mut self, broker: &str) {
+        self.load.remove_broker(broker);
+        if self.known.remove(broker) {
+            self.strategies.on_active_brokers_change(&self.known);
+        }
+    }
+
+    /// Step 3: one shedding cycle at `now`.
+    pub fn shedding_cycle(&mut self, now: i64) -> Plan {
+        let mut rng = stream_rng(self.seed, Stream::Shedding, self.cycles);
+        self.cycles += 1;
+        run_shedding_cycle(
+            &mut self.load,
+            &self.settings,
+            &self.policies,
+            &mut self.strategies,
+            now,
+            &mut rng,
+        )
+    }
+
+    /// Shedding cycles run so far in this run (all leaders).
+    pub fn cycles(&self) -> u64 {
+        self.cycles
+    }
+
+    /// Step 4: assigns an unowned bundle (a lookup).
+    pub fn assign(&mut self, bundle: &str) -> Result<Assignment, Skipped> {
+        let mut rng = stream_rng(self.seed, Stream::Assignment, self.assignments);
+        self.assignments += 1;
+        assign_bundle(
+            &mut self.load,
+            &self.settings,
+            &self.policies,
+            &mut self.strategies.placement,
+            bundle,
+            &mut rng,
+        )
+    }
+
+    /// Step 5: an unload succeeded at `now`.
+    pub fn record_unload(&mut self, bundle: &str, now: i64) {
+        self.load.record_unload(bundle, now);
+    }
+
+    /// Step 6: bundles to split. `topics` may be empty; plans of topic-based algorithms then leave the
+    /// boundaries to the owner.
+    pub fn split_check(&self, topics: &SplitTopics) -> Plan {
+        find_bundles_to_split(&self.load, &self.settings, &self.policies, topics)
+    }
+
+    /// Step 6: a namespace's bundles after a split.
+    pub fn on_split(&mut self, namespace: &str, bundles: NamespaceBundles) {
+        self.policies
+            .namespaces
+            .entry(namespace.to_owned())
+            .or_default()
+            .bundles = Some(bundles);
+    }
+
+    /// Step 7: Pulsar's `writeBundleDataOnZooKeeper`: one more sample for every reported bundle, then the data of
+    /// the top `loadBalancerMaxNumberOfBundlesInBundleLoadReport × max(1, brokers)` bundles (all when the
+    /// setting is ≤ 0; shedding-excluded namespaces left out) is written to the store. loadmgr ranks bundles by
+    /// long-term msg rate in + out, then long-term throughput, then name (Pulsar's `TopKBundles` comparator was
+    /// not available).
+    pub fn flush(&mut self) -> Flush {
+        self.load.resample_all();
+        let excluded = &self.settings.load_balancer_shedding_excluded_namespaces;
+        let mut ranked: Vec<(&String, BundleData)> = self
+            .load
+            .bundle_names()
+            .into_iter()
+            .filter(|b| !excluded.contains(crate::core::namespace_of(b)))
+            .filter_map(|b| self.load.bundle(b).map(|d| (b, *d)))
+            .collect();
+        ranked.sort_by(|a, b| {
+            b.1.long_term_data
+                .total_msg_rate()
+                .total_cmp(&a.1.long_term_data.total_msg_rate())
+                .then(
+                    b.1.long_term_data
+                        .total_msg_throughput()
+                        .total_cmp(&a.1.long_term_data.total_msg_throughput()),
+                )
+                .then_with(|| a.0.cmp(b.0))
+        });
+        let k = self
+            .settings
+            .load_balancer_max_number_of_bundles_in_bundle_load_report;
+        let take = if k <= 0 {
+            ranked.len()
+        } else {
+            (k as usize * self.load.broker_count().max(1)).min(ranked.len())
+        };
+        let mut out = Flush {
+            bundles: Vec::with_capacity(take),
+            brokers: self.load.broker_count(),
+        };
+        let written: BTreeMap<String, BundleData> = ranked
+            .into_iter()
+            .take(take)
+            .map(|(b, d)| (b.clone(), d))
+            .collect();
+        for (b, d) in written {
+            out.bundles.push(b.clone());
+            self.store.bundle_data.insert(b, d);
+        }
+        out
+    }
+
+    /// Leadership moves to `broker` at election: same aggregated data, fresh leader-only state (see the module
+    /// docs).
+    pub fn take_over(self, broker: &str) -> Leader {
+        let brokers: BTreeMap<String, LocalBrokerData> = self
+            .load
+            .brokers()
+            .map(|(id, e)| (id.clone(), e.local.clone()))
+            .collect();
+        let time_averages = self
+            .load
+            .brokers()
+            .map(|(id, e)| (id.clone(), e.time_average))
+            .collect();
+        let bundle_data = self
+            .load
+            .bundle_names()
+            .into_iter()
+            .filter_map(|b| self.load.bundle(b).map(|d| (b.clone(), *d)))
+            .collect();
+        let load = LoadData::from_parts(brokers, bundle_data, time_averages, BTreeMap::new());
+        let mut next = Leader::new(
+            broker,
+            self.settings,
+            self.policies,
+            load,
+            self.store,
+            self.seed,
+        );
+        next.cycles = self.cycles;
+        next.assignments = self.assignments;
+        next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{NamespaceBundleStats, ResourceUsage, SystemResourceUsage};
+
+    fn report(bundles: &[(&str, f64)], cpu: f64) -> LocalBrokerData {
+        let mut r = LocalBrokerData::default();
+        let usage = SystemResourceUsage {
+            cpu: ResourceUsage::new(cpu, 100.0),
+            ..Default::default()
+        };
+        r.update(
+            &usage,
+            bundles
+                .iter()
+                .map(|(b, rate)| {
+                    (
+                        b.to_string(),
+                        NamespaceBundleStats {
+                            msg_rate_in: *rate,
+                            msg_rate_out: *rate,
+                            msg_throughput_in: rate * 1000.0,
+                            msg_throughput_out: rate * 1000.0,
+                            topics: 2,
+                            ..Default::default()
+                        },
+                    )
+                })
+                .collect(),
+        );
+        r.load_manager_class_name = Some(crate::model::MODULAR_LOAD_MANAGER_CLASS.into());
+        r
+    }
+
+    #[test]
+    fn sequence_sheds_assigns_and_survives_a_leader_change() {
+        let mut settings = Settings::default();
+        settings.load_balancer_load_shedding_strategy = crate::config::ShedderKind::AvgShedder;
+        let mut leader = Leader::new(
+            "b1:8080",
+            settings,
+            ClusterPolicies::none(),
+            LoadData::new(),
+            StoredSeeds::default(),
+            7,
+        );
+        let hot: Vec<(String, f64)> = (0..8)
+            .map(|i| {
+                (
+                    format!("t/n/0x{:08x}_0x{:08x}", i * 16, i * 16 + 16),
+                    2000.0,
+                )
+            })
+            .collect();
+        let hot_refs: Vec<(&str, f64)> = hot.iter().map(|(b, r)| (b.as_str(), *r)).collect();
+        leader.on_report("b1:8080", report(&hot_refs, 90.0));
+        leader.on_report("b2:8080", report(&[], 5.0));
+        assert!(
+            leader.shedding_cycle(60_000).unloads.is_empty(),
+            "1 of 2 checks"
+        );
+        let plan = leader.shedding_cycle(120_000);
+        assert!(!plan.unloads.is_empty());
+        assert!(plan
+            .unloads
+            .iter()
+            .all(|u| u.destination.as_deref() == Some("b2:8080")));
+        for u in &plan.unloads {
+            leader.record_unload(&u.bundle, 120_000);
+        }
+        assert_eq!(leader.cycles(), 2);
+        let a = leader.assign("t/n/0xf0000000_0xffffffff").unwrap();
+        assert!(a.broker == "b1:8080" || a.broker == "b2:8080");
+        let flush = leader.flush();
+        assert_eq!(flush.brokers, 2);
+        assert!(leader.store.bundle_data.contains_key(&hot[0].0));
+        let next = leader.take_over("b2:8080");
+        assert_eq!(next.cycles(), 2, "cycle counter continues");
+        assert!(next.load.recently_unloaded.is_empty(), "leader-only memory");
+        assert_eq!(next.load.broker_count(), 2, "aggregated reports survive");
+        assert!(next.load.bundle(&hot[0].0).is_some());
+    }
+}

@@ -1,0 +1,488 @@
+//! `loadmgr simulate` end to end: golden metrics, the behaviours the built-in scenarios exist to show, the
+//! HTML report, the command line.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use loadmgr::config::ShedderKind;
+use loadmgr::core::snapshot::Snapshot;
+use loadmgr::sim::model::CostModel;
+use loadmgr::sim::{
+    effective_settings, report, run, run_suite, RunOptions, RunResult, Scenario, SuiteOptions,
+    World,
+};
+
+/// 4 brokers, 16 bundles on 2 of them, uniform traffic: no transcendental functions are involved, so the
+/// numbers below are the same on every IEEE-754 platform.
+const GOLDEN: &str = r#"{
+  "name": "golden",
+  "durationMinutes": 40,
+  "brokers": [{ "count": 4 }],
+  "namespaces": [
+    { "name": "t/ns-{i}", "count": 2, "bundles": 8, "topicsPerBundle": 3, "msgRateIn": 60000,
+      "distribution": { "kind": "uniform", "jitter": 0.4 } }
+  ],
+  "placement": { "kind": "brokers", "brokers": ["broker-01", "broker-02"] }
+}"#;
+
+fn run_one(world: &World, shedder: ShedderKind, seed: u64) -> RunResult {
+    let (settings, _) = effective_settings(&world.settings_text, None, shedder).unwrap();
+    run(
+        world,
+        &RunOptions {
+            settings,
+            seed,
+            chart_interval_ms: 60_000,
+            trace: false,
+        },
+        None,
+    )
+}
+
+fn built_in(name: &str, shedder: ShedderKind) -> RunResult {
+    let world = World::from_scenario(&Scenario::built_in(name).unwrap(), 1).unwrap();
+    run_one(&world, shedder, 1)
+}
+
+/// Pinned metrics of one strategy on [`GOLDEN`].
+struct Golden {
+    shedder: ShedderKind,
+    placement: &'static str,
+    convergence: Option<f64>,
+    moves: u64,
+    ping_pong: u64,
+    reports: u64,
+    avg_spread: f64,
+    avg_max_over_mean: f64,
+    peak_max_over_mean: f64,
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+}
+
+#[test]
+fn golden_metrics_for_a_fixed_seed() {
+    let world = World::from_scenario(&Scenario::from_json(GOLDEN, "golden").unwrap(), 1).unwrap();
+    let golden = [
+        Golden {
+            shedder: ShedderKind::AvgShedder,
+            placement: "AvgShedder",
+            convergence: Some(125.0),
+            moves: 6,
+            ping_pong: 0,
+            reports: 20,
+            avg_spread: 5.2980596851018795,
+            avg_max_over_mean: 1.1049322275887175,
+            peak_max_over_mean: 1.8068878413312734,
+        },
+        Golden {
+            shedder: ShedderKind::ThresholdShedder,
+            placement: "LeastLongTermMessageRate",
+            convergence: Some(185.0),
+            moves: 6,
+            ping_pong: 0,
+            reports: 24,
+            avg_spread: 6.18397192072346,
+            avg_max_over_mean: 1.1036410532138903,
+            peak_max_over_mean: 1.8068878413312734,
+        },
+        Golden {
+            shedder: ShedderKind::OverloadShedder,
+            placement: "LeastLongTermMessageRate",
+            convergence: None,
+            moves: 0,
+            ping_pong: 0,
+            reports: 12,
+            avg_spread: 41.3015009341142,
+            avg_max_over_mean: 1.806887841331251,
+            peak_max_over_mean: 1.8068878413312734,
+        },
+        Golden {
+            shedder: ShedderKind::UniformLoadShedder,
+            placement: "LeastLongTermMessageRate",
+            convergence: Some(180.0),
+            moves: 6,
+            ping_pong: 0,
+            reports: 23,
+            avg_spread: 6.392364295133332,
+            avg_max_over_mean: 1.109715511343613,
+            peak_max_over_mean: 2.212250206779679,
+        },
+        Golden {
+            shedder: ShedderKind::TransferShedder,
+            placement: "LeastResourceUsageWithWeight(extensible)",
+            convergence: Some(245.0),
+            moves: 10,
+            ping_pong: 0,
+            reports: 24,
+            avg_spread: 9.321904717572407,
+            avg_max_over_mean: 1.183404019313571,
+            peak_max_over_mean: 1.8068878413312734,
+        },
+    ];
+    for g in golden {
+        let Golden {
+            shedder,
+            placement,
+            convergence: conv,
+            moves,
+            ping_pong: pp,
+            reports,
+            avg_spread: spread,
+            avg_max_over_mean: avg_ratio,
+            peak_max_over_mean: peak_ratio,
+        } = g;
+        let r = run_one(&world, shedder, 1);
+        let m = &r.metrics;
+        let what = format!("{shedder}: {m:?}");
+        assert_eq!(r.placement, placement, "{what}");
+        assert_eq!(m.convergence_seconds, conv, "{what}");
+        assert_eq!(m.moves, moves, "{what}");
+        assert_eq!(m.ping_pong_moves, pp, "{what}");
+        assert_eq!(m.reports_written, reports, "{what}");
+        assert_eq!(m.cycles, 40, "{what}");
+        assert_eq!(m.splits, 0, "{what}");
+        assert!(close(m.avg_spread, spread), "{what}");
+        assert!(close(m.avg_max_over_mean, avg_ratio), "{what}");
+        assert!(close(m.peak_max_over_mean, peak_ratio), "{what}");
+        // Same seed, same run; the only wall-clock field is left out.
+        let mut again = run_one(&world, shedder, 1).metrics;
+        let mut first = m.clone();
+        again.decision_micros_per_cycle = 0.0;
+        first.decision_micros_per_cycle = 0.0;
+        assert_eq!(first, again, "{shedder}");
+        assert_eq!(r.moves, run_one(&world, shedder, 1).moves);
+    }
+}
+
+#[test]
+fn results_do_not_depend_on_threads() {
+    let worlds = vec![
+        World::from_scenario(&Scenario::from_json(GOLDEN, "golden").unwrap(), 3).unwrap(),
+        World::from_scenario(&Scenario::built_in("scale-out").unwrap(), 3).unwrap(),
+    ];
+    let strip = |s: loadmgr::sim::SuiteResult| -> Vec<(String, String, String)> {
+        s.runs
+            .into_iter()
+            .map(|r| {
+                let mut m = r.metrics;
+                m.decision_micros_per_cycle = 0.0;
+                (r.scenario, r.strategy, format!("{m:?}"))
+            })
+            .collect()
+    };
+    let one = run_suite(
+        &worlds,
+        &SuiteOptions {
+            seed: 3,
+            threads: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let two = run_suite(
+        &worlds,
+        &SuiteOptions {
+            seed: 3,
+            threads: 2,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let (one, two) = (strip(one), strip(two));
+    assert_eq!(one.len(), 10);
+    assert_eq!(one, two);
+    assert_eq!(one[0].0, "golden");
+    assert_eq!(one[0].1, "AvgShedder");
+    assert_eq!(one[5].0, "scale-out");
+}
+
+#[test]
+fn transient_spike_gives_no_moves_for_avg_shedder() {
+    let r = built_in("transient-spike", ShedderKind::AvgShedder);
+    assert_eq!(r.metrics.moves, 0, "{:?}", r.metrics);
+    // The spikes are real: the spiking broker is above the overload threshold at times, and OverloadShedder
+    // reacts to them.
+    assert!(r.metrics.overloaded_broker_minutes > 0.0);
+    assert!(
+        built_in("transient-spike", ShedderKind::OverloadShedder)
+            .metrics
+            .moves
+            > 0
+    );
+}
+
+#[test]
+fn skewed_start_converges_for_avg_shedder() {
+    let r = built_in("skewed-start", ShedderKind::AvgShedder);
+    let m = &r.metrics;
+    assert!(m.convergence_seconds.is_some(), "{m:?}");
+    assert!(m.moves > 0);
+    assert_eq!(m.ping_pong_moves, 0);
+    // At the start three brokers carry everything.
+    assert!(m.peak_max_over_mean > 2.5, "{m:?}");
+}
+
+#[test]
+fn hot_bundle_is_split_and_its_children_placed() {
+    let r = built_in("hot-bundle", ShedderKind::AvgShedder);
+    assert!(r.metrics.splits >= 1, "{:?}", r.metrics);
+    assert!(r.metrics.split_assignments >= 2, "{:?}", r.metrics);
+    assert_eq!(r.series.split_minutes.len() as u64, r.metrics.splits);
+    assert!(r.series.split_minutes.iter().all(|m| *m >= 10.0));
+}
+
+#[test]
+fn rolling_restart_orphans_are_placed_and_brokers_come_back_empty() {
+    let r = built_in("rolling-restart", ShedderKind::AvgShedder);
+    let m = &r.metrics;
+    // Every broker restarts once; each had about 50 bundles.
+    assert!(m.orphan_assignments >= 400, "{m:?}");
+    assert!(m.moves > 0, "shedding refills the restarted brokers");
+    // Each broker is down for 60 s: its chart has a gap.
+    for scores in &r.series.scores {
+        assert!(scores.iter().any(Option::is_none));
+        assert!(scores.last().unwrap().is_some());
+    }
+    // Shedding kept running across leadership changes: broker-01 (the first leader) restarts at minute 5 and
+    // broker-02 (the next) at minute 10; each new leader's first cycle comes one interval after its election,
+    // so each change skips one minute's cycle: 110 - 2.
+    assert_eq!(m.cycles, 110 - 2);
+}
+
+#[test]
+fn a_crash_is_noticed_after_the_session_timeout() {
+    let text = r#"{
+      "name": "crash", "durationMinutes": 5,
+      "brokers": [{ "count": 3 }],
+      "namespaces": [{ "name": "t/n", "bundles": 12, "msgRateIn": 30000 }],
+      "events": [{ "kind": "stop", "atMinute": 2, "brokers": ["broker-02"], "graceful": false }]
+    }"#;
+    let world = World::from_scenario(&Scenario::from_json(text, "crash").unwrap(), 1).unwrap();
+    let (settings, _) =
+        effective_settings(&world.settings_text, None, ShedderKind::AvgShedder).unwrap();
+    let r = run(
+        &world,
+        &RunOptions {
+            settings,
+            seed: 1,
+            chart_interval_ms: 5_000,
+            trace: true,
+        },
+        None,
+    );
+    assert!(
+        r.trace
+            .iter()
+            .any(|l| l == "+2m00s broker broker-02:8080 crashes with 4 bundles"),
+        "{:#?}",
+        r.trace
+    );
+    // metadataStoreSessionTimeoutMillis = 30 s: the four bundles are placed at 2m30s, on the two others.
+    let assigned: Vec<&String> = r.trace.iter().filter(|l| l.contains(" assign ")).collect();
+    assert_eq!(assigned.len(), 4, "{assigned:#?}");
+    assert!(
+        assigned.iter().all(|l| l.starts_with("+2m30s assign t/n/")),
+        "{assigned:#?}"
+    );
+    assert!(
+        assigned.iter().all(|l| !l.contains("-> broker-02")),
+        "{assigned:#?}"
+    );
+    assert_eq!(r.metrics.orphan_assignments, 4);
+    // The crashed broker is out of the scores from the crash on.
+    let at = |m: f64| r.series.minutes.iter().position(|x| *x == m).unwrap();
+    assert!(r.series.scores[1][at(2.0)].is_none());
+    assert!(r.series.scores[1][at(1.5)].is_some());
+}
+
+#[test]
+fn a_snapshot_starts_where_the_cluster_is() {
+    let snap = Snapshot::from_json(include_str!("../examples/snapshot.json")).unwrap();
+    let world = World::from_snapshot(&snap, "from-example", 30.0, CostModel::default()).unwrap();
+    assert_eq!(world.brokers.len(), 4);
+    assert_eq!(world.start_ms, snap.now);
+    let r = run_one(&world, ShedderKind::AvgShedder, 1);
+    // The model reproduces the reported CPU at the start: 85 %, 20 %, 50 %, 45 %.
+    let first: Vec<f32> = r.series.scores.iter().map(|s| s[0].unwrap()).collect();
+    for (got, want) in first.iter().zip([85.0, 20.0, 50.0, 45.0]) {
+        assert!((got - want).abs() < 0.01, "{first:?}");
+    }
+    // AvgShedder moves the same two bundles `loadmgr explain --cycles 2` plans.
+    let moved: BTreeSet<&str> = r.moves.iter().map(|m| m.bundle.as_str()).collect();
+    assert_eq!(
+        moved,
+        BTreeSet::from([
+            "public/default/0x00000000_0x20000000",
+            "public/default/0x60000000_0x80000000"
+        ])
+    );
+    assert!(r
+        .moves
+        .iter()
+        .all(|m| m.at_ms == 120_000 && m.to == "broker-2:8080"));
+}
+
+#[test]
+fn the_html_report_references_every_chart_it_lists() {
+    let worlds = vec![
+        World::from_scenario(&Scenario::from_json(GOLDEN, "golden").unwrap(), 1).unwrap(),
+        World::from_scenario(&Scenario::built_in("scale-in").unwrap(), 1).unwrap(),
+    ];
+    let suite = run_suite(
+        &worlds,
+        &SuiteOptions {
+            strategies: vec![ShedderKind::AvgShedder, ShedderKind::ThresholdShedder],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let written = report::write_html(&suite, dir.path()).unwrap();
+    assert_eq!(written.len(), 8, "two charts per scenario, SVG and PNG");
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    let referenced: BTreeSet<String> = html
+        .split("href=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .filter(|h| h.starts_with("charts/"))
+        .map(str::to_owned)
+        .collect();
+    let files: BTreeSet<String> = written
+        .iter()
+        .map(|p| format!("charts/{}", p.file_name().unwrap().to_string_lossy()))
+        .collect();
+    assert_eq!(referenced, files);
+    for f in files.iter().filter(|f| f.ends_with(".png")) {
+        let png = std::fs::read(dir.path().join(f)).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{f}");
+        assert!(png.len() > 1000, "{f}");
+    }
+    for f in files.iter().filter(|f| f.ends_with(".svg")) {
+        let svg = std::fs::read_to_string(dir.path().join(f)).unwrap();
+        assert!(
+            svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+            "{f}"
+        );
+        assert!(svg.trim_end().ends_with("</svg>"), "{f}");
+        assert!(svg.contains("<polyline"), "{f} draws lines");
+    }
+    // Every chart is also inline, so index.html opens on its own.
+    assert_eq!(html.matches("<svg xmlns").count(), 4);
+    for name in ["golden", "scale-in"] {
+        assert!(html.contains(&format!("id=\"{name}\"")), "{name}");
+        for chart in ["scores", "moves"] {
+            for ext in ["svg", "png"] {
+                assert!(html.contains(&format!("charts/{name}-{chart}.{ext}")));
+            }
+        }
+    }
+    // One panel per strategy in the scores chart.
+    let scores = std::fs::read_to_string(dir.path().join("charts/golden-scores.svg")).unwrap();
+    assert!(scores.contains("AvgShedder / AvgShedder"));
+    assert!(scores.contains("ThresholdShedder / LeastLongTermMessageRate"));
+    let text = report::render_tables(&suite);
+    assert!(
+        text.contains("golden — 4 brokers, 16 bundles, 40 min, seed 1"),
+        "{text}"
+    );
+    assert!(text.contains('*'));
+}
+
+fn simulate(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_loadmgr"))
+        .arg("simulate")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("runs")
+}
+
+#[test]
+fn command_line_json_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("golden.json");
+    std::fs::write(&file, GOLDEN).unwrap();
+    let out = simulate(&[
+        file.to_str().unwrap(),
+        "--strategy",
+        "AvgShedder",
+        "--strategy",
+        "org.apache.pulsar.broker.loadbalance.impl.UniformLoadShedder",
+        "--json",
+        "--seed",
+        "1",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["scenario"], "golden");
+    assert_eq!(runs[0]["strategy"], "AvgShedder");
+    assert_eq!(runs[0]["placement"], "AvgShedder");
+    assert_eq!(runs[0]["seed"], 1);
+    assert_eq!(runs[1]["placement"], "LeastLongTermMessageRate");
+    for key in [
+        "convergenceSeconds",
+        "moves",
+        "pingPongMoves",
+        "peakMaxOverMean",
+        "avgMaxOverMean",
+        "avgSpread",
+        "overloadedBrokerMinutes",
+        "splits",
+        "decisionMicrosPerCycle",
+    ] {
+        assert!(runs[0]["metrics"].get(key).is_some(), "{key}");
+    }
+    assert_eq!(runs[0]["metrics"]["moves"], 6);
+    assert_eq!(runs[0]["metrics"]["convergenceSeconds"], 125.0);
+
+    let out = simulate(&[
+        "--from-snapshot",
+        "examples/snapshot.json",
+        "--minutes",
+        "3",
+        "--strategy",
+        "AvgShedder",
+        "--trace",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trace = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        trace.contains("[from-snapshot AvgShedder] +2m00s unload public/default/0x00000000_0x20000000: broker-1:8080 -> broker-2:8080: AvgShedder: broker-1:8080 score"),
+        "{trace}"
+    );
+
+    let out = simulate(&[file.to_str().unwrap(), "--strategy", "Nope"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown --strategy Nope"));
+    let out = simulate(&["no-such-scenario"]);
+    assert!(!out.status.success());
+    let conf = dir.path().join("broker.conf");
+    std::fs::write(&conf, "loadBalancerSheddingEnabled=false\n").unwrap();
+    let out = simulate(&[
+        file.to_str().unwrap(),
+        "--config",
+        conf.to_str().unwrap(),
+        "--strategy",
+        "AvgShedder",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("AvgShedder"), "{text}");
+    let row = text.lines().find(|l| l.starts_with("AvgShedder")).unwrap();
+    assert!(
+        row.contains("never") && row.split_whitespace().nth(3) == Some("0*"),
+        "{row}"
+    );
+}
