@@ -1,14 +1,14 @@
 //! Pulsar brokers as routing targets: broker reports plus failure domains in, router topology and loads out.
 //!
-//! This is the pure half of a store-fed load source. [`BrokerRouting::update`] takes the current
+//! This is the pure half of the store-fed load source. [`BrokerRouting::update`] takes the current
 //! `LocalBrokerData` reports (broker id → report, as read from `/loadbalance/brokers/<id>`) and the
 //! failure-domain map (broker id → domain name) and returns a [`BrokerSnapshot`]: a [`Topology`] for
 //! [`LoadAwareRouter::set_topology`](super::LoadAwareRouter::set_topology) and per-broker loads for
-//! [`LoadMapping::set_remote`](super::LoadMapping::set_remote).
+//! [`LoadMapping::set_remote`](super::LoadMapping::set_remote). [`BrokerRouting::update_reports`] does the
+//! same from [`BrokerReport`]s, which also cover the Simple load manager's `LoadReport`.
 //!
-//! Subscribing to the metadata store (watching the broker nodes and the failure-domain policies, then calling
-//! `update` and feeding the router on each change) comes with the store issue: the `MetadataStore` trait it
-//! needs does not exist yet. Until then a caller feeds this module by hand.
+//! [`StoreLoadSource`](super::StoreLoadSource) is the other half: it reads the reports and failure domains
+//! from the metadata store, follows their notifications and calls this module on every change.
 //!
 //! Mapping, per broker:
 //! * **target id**: a stable number per broker id, assigned in order of first appearance and never reused,
@@ -20,12 +20,12 @@
 //! * **rack**: the broker's failure domain; a broker without one is in [`PULSAR_DEFAULT_DOMAIN`], which is
 //!   the snapshot topology's default rack;
 //! * **load**: [`LocalBrokerData::max_resource_usage`] (largest of CPU, direct memory, NIC in/out usage, as a
-//!   fraction), clamped to `0.0..=1.0`. Brokers are never on the sender's worker, so they are remote loads
+//!   fraction; [`LoadReport::max_resource_usage`] for a Simple report), clamped to `0.0..=1.0`. Brokers are never on the sender's worker, so they are remote loads
 //!   with no pending part; a connection-aware feeder can add its pending counts with [`Load::remote`].
 
 use std::collections::BTreeMap;
 
-use crate::model::LocalBrokerData;
+use crate::model::{LoadManagerReport, LoadReport, LocalBrokerData};
 
 use super::load::sanitize;
 use super::{Load, Location, TargetId, TargetPlacement, Topology};
@@ -48,6 +48,58 @@ pub struct BrokerSnapshot {
     pub topology: Topology,
     /// Each reporting broker's load as a fraction in `0.0..=1.0`.
     pub loads: BTreeMap<TargetId, f64>,
+}
+
+/// What the router takes from one broker report, whichever load manager wrote it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrokerReport {
+    /// The broker's host from its advertised URLs, if the report has one.
+    pub host: Option<String>,
+    /// The largest resource usage as a fraction (not yet clamped).
+    pub max_usage: f64,
+}
+
+impl BrokerReport {
+    /// From a modular load manager's `LocalBrokerData`.
+    pub fn from_local(report: &LocalBrokerData) -> Self {
+        Self {
+            host: report.host().map(str::to_string),
+            max_usage: report.max_resource_usage(),
+        }
+    }
+
+    /// From a Simple load manager's `LoadReport` (host from the same URLs, in the same order, as
+    /// [`LocalBrokerData::host`]).
+    pub fn from_simple(report: &LoadReport) -> Self {
+        let urls = LocalBrokerData {
+            web_service_url: report.web_service_url.clone(),
+            web_service_url_tls: report.web_service_url_tls.clone(),
+            pulsar_service_url: report.pulsar_service_url.clone(),
+            ..LocalBrokerData::default()
+        };
+        Self {
+            host: urls.host().map(str::to_string),
+            max_usage: report.max_resource_usage(),
+        }
+    }
+
+    /// From either kind of report.
+    pub fn from_manager_report(report: &LoadManagerReport) -> Self {
+        match report {
+            LoadManagerReport::Modular(r) => Self::from_local(r),
+            LoadManagerReport::Simple(r) => Self::from_simple(r),
+        }
+    }
+
+    /// Parses the bytes of a `/loadbalance/brokers/<id>` node with Pulsar's rule for telling the two kinds
+    /// apart ([`LoadManagerReport::from_slice`]).
+    ///
+    /// # Errors
+    ///
+    /// The JSON error for bytes that are not a report.
+    pub fn parse(bytes: &[u8]) -> Result<Self, serde_json::Error> {
+        LoadManagerReport::from_slice(bytes).map(|r| Self::from_manager_report(&r))
+    }
 }
 
 impl BrokerSnapshot {
@@ -73,18 +125,35 @@ impl BrokerRouting {
         reports: &BTreeMap<String, LocalBrokerData>,
         domains: &BTreeMap<String, String>,
     ) -> BrokerSnapshot {
+        let reports: BTreeMap<String, BrokerReport> = reports
+            .iter()
+            .map(|(broker, r)| (broker.clone(), BrokerReport::from_local(r)))
+            .collect();
+        self.update_reports(source, &reports, domains)
+    }
+
+    /// [`Self::update`] from [`BrokerReport`]s (either kind of load report).
+    pub fn update_reports(
+        &mut self,
+        source: &Location,
+        reports: &BTreeMap<String, BrokerReport>,
+        domains: &BTreeMap<String, String>,
+    ) -> BrokerSnapshot {
         let mut targets = Vec::with_capacity(reports.len());
         let mut loads = BTreeMap::new();
         for (broker, report) in reports {
             let id = self.intern(broker);
-            let host = report.host().unwrap_or_else(|| host_of_broker_id(broker));
+            let host = report
+                .host
+                .as_deref()
+                .unwrap_or_else(|| host_of_broker_id(broker));
             let location = (!host.is_empty()).then(|| Location {
                 host: host.to_string(),
                 worker: broker.clone(),
                 rack: domains.get(broker).cloned(),
             });
             targets.push(TargetPlacement { id, location });
-            loads.insert(id, sanitize(report.max_resource_usage()));
+            loads.insert(id, sanitize(report.max_usage));
         }
         let mut topology = Topology::new(source.clone(), targets);
         topology.default_rack = PULSAR_DEFAULT_DOMAIN.to_string();
@@ -275,5 +344,37 @@ mod tests {
             "0.9 is far above the scope minimum 0.2"
         );
         assert_eq!(weight("a.example:8081"), 100);
+    }
+
+    #[test]
+    fn both_kinds_of_report_parse() {
+        let simple = BrokerReport::parse(
+            br#"{"name":"s.example:8080","underLoaded":false,"webServiceUrl":"http://s.example:8080",
+                "systemResourceUsage":{"cpu":{"usage":50.0,"limit":200.0},"bandwidthOut":{"usage":30.0,"limit":100.0}}}"#,
+        )
+        .unwrap();
+        assert_eq!(simple.host.as_deref(), Some("s.example"));
+        assert!((simple.max_usage - 0.3).abs() < 1e-6);
+
+        let modular = BrokerReport::parse(
+            br#"{"pulsarServiceUrl":"pulsar://m.example:6650","cpu":{"usage":75.0,"limit":100.0}}"#,
+        )
+        .unwrap();
+        assert_eq!(modular.host.as_deref(), Some("m.example"));
+        assert!((modular.max_usage - 0.75).abs() < 1e-6);
+
+        assert!(BrokerReport::parse(b"{not json").is_err());
+        assert!(BrokerReport::parse(b"[1,2]").is_err());
+
+        let reports = BTreeMap::from([
+            ("s.example:8080".to_string(), simple),
+            ("m.example:8080".to_string(), modular),
+        ]);
+        let mut routing = BrokerRouting::new();
+        let source = Location::without_rack("client", "client");
+        let snap = routing.update_reports(&source, &reports, &BTreeMap::new());
+        let load = |b: &str| snap.loads[&routing.target_id(b).unwrap()];
+        assert!((load("s.example:8080") - 0.3).abs() < 1e-6);
+        assert!((load("m.example:8080") - 0.75).abs() < 1e-6);
     }
 }

@@ -86,9 +86,12 @@
 //!
 //! # Brokers as targets
 //!
-//! [`broker_loads`] turns Pulsar broker reports (`LocalBrokerData`) plus a failure-domain map into the
-//! topology and loads this router consumes. Subscribing to the metadata store's notifications to feed it
-//! continuously belongs to the store work and is not here yet.
+//! [`broker_loads`] turns Pulsar broker reports (`LocalBrokerData`, or a Simple `LoadReport`) plus a
+//! failure-domain map into the topology and loads this router consumes. [`store_source`] feeds it from the
+//! metadata store: [`StoreLoadSource`] reads `/loadbalance/brokers/<id>` and the cluster's failure domains
+//! (`/admin/clusters/<cluster>/failureDomain/<domain>`), follows their notifications (re-reading only the
+//! changed node, everything after a reconnection), and pushes topology changes with
+//! [`LoadAwareRouter::set_topology`] and loads through the [`LoadMapping`].
 //!
 //! # Simulation
 //!
@@ -101,16 +104,21 @@ mod refresh;
 pub mod ring;
 mod router;
 pub mod simulate;
+pub mod store_source;
 mod topology;
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use broker_loads::{BrokerRouting, BrokerSnapshot, PULSAR_DEFAULT_DOMAIN};
+pub use broker_loads::{BrokerReport, BrokerRouting, BrokerSnapshot, PULSAR_DEFAULT_DOMAIN};
 pub use load::{Load, LoadMapping, LoadSnapshot, PENDING_SATURATION};
 pub use refresh::{run_refresh_loop, RefreshSchedule};
 pub use router::{LoadAwareRouter, Refreshed, RouterConfig, MAX_TARGETS, MAX_WEIGHT, MIN_MARGIN};
+pub use store_source::{
+    failure_domains_path, SourceStatus, StoreLoadSource, StoreSourceError, StoreSourceOptions,
+    BROKERS_PATH,
+};
 pub use topology::{Location, TargetPlacement, Topology, DEFAULT_RACK};
 
 /// The identity of a target, chosen by the caller (a Storm task id, or a number the caller maps to a broker;
