@@ -169,18 +169,35 @@ pub fn namespace_of(bundle: &str) -> &str {
     bundle.rsplit_once('/').map_or(bundle, |(ns, _)| ns)
 }
 
-/// Whether a bundle belongs to a broker's system-service namespace (heartbeat `pulsar/<cluster>/<host:port>`,
-/// `pulsar/<host:port>`, or SLA monitor `sla-monitor/<cluster>/<host:port>`), which Pulsar never sheds
-/// (`getBundleDataForLoadShedding`).
+/// Whether a bundle belongs to a broker's system-service namespace, which Pulsar never sheds
+/// (`getBundleDataForLoadShedding`, `NamespaceService.isSLAOrHeartbeatNamespace`): the namespace fully matches
+/// the heartbeat pattern `pulsar/[^/]+/([^:]+:\d+)`, the heartbeat v2 pattern `pulsar/([^:]+:\d+)` or the SLA
+/// monitor pattern `sla-monitor/[^/]+/([^:]+:\d+)`.
 pub fn is_system_service_bundle(bundle: &str) -> bool {
-    let ns = namespace_of(bundle);
-    let mut parts = ns.split('/');
-    let tenant = parts.next().unwrap_or("");
-    let last = ns.rsplit('/').next().unwrap_or("");
-    let host_port = last
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()));
-    (tenant == "pulsar" || tenant == "sla-monitor") && ns.contains('/') && host_port
+    is_heartbeat_or_sla_namespace(namespace_of(bundle))
+}
+
+/// `[^:]+:\d+`, matched against the whole text.
+fn is_host_port(text: &str) -> bool {
+    text.split_once(':').is_some_and(|(host, port)| {
+        !host.is_empty() && !port.is_empty() && port.bytes().all(|c| c.is_ascii_digit())
+    })
+}
+
+/// `[^/]+/([^:]+:\d+)`, matched against the whole text.
+fn is_cluster_host_port(text: &str) -> bool {
+    text.split_once('/')
+        .is_some_and(|(cluster, rest)| !cluster.is_empty() && is_host_port(rest))
+}
+
+fn is_heartbeat_or_sla_namespace(ns: &str) -> bool {
+    if let Some(rest) = ns.strip_prefix("pulsar/") {
+        is_cluster_host_port(rest) || is_host_port(rest)
+    } else if let Some(rest) = ns.strip_prefix("sla-monitor/") {
+        is_cluster_host_port(rest)
+    } else {
+        false
+    }
 }
 
 /// Formats a number for reasons: one decimal for large values, otherwise up to four significant decimals.
@@ -227,6 +244,29 @@ mod unit_tests {
         ));
         assert!(!is_system_service_bundle("bundle-1"));
         assert_eq!(namespace_of("public/default/0x0_0x1"), "public/default");
+    }
+
+    #[test]
+    fn system_service_namespaces_match_pulsars_patterns() {
+        // SLA monitor: `sla-monitor/[^/]+/([^:]+:\d+)` needs a cluster segment.
+        assert!(!is_system_service_bundle(
+            "sla-monitor/host:8080/0x00000000_0xffffffff"
+        ));
+        // The host part is `[^:]+`: a host holding ':' is no heartbeat namespace.
+        assert!(!is_system_service_bundle(
+            "pulsar/c1/[::1]:8080/0x00000000_0xffffffff"
+        ));
+        assert!(!is_system_service_bundle(
+            "sla-monitor/c1/[::1]:8080/0x00000000_0xffffffff"
+        ));
+        // The port is `\d+` up to the end of the namespace.
+        assert!(!is_system_service_bundle(
+            "pulsar/c1/host:80x/0x00000000_0xffffffff"
+        ));
+        assert!(!is_system_service_bundle("pulsar/c1/host:/0x00000000_0xffffffff"));
+        assert!(is_system_service_bundle(
+            "sla-monitor/c1/host.example:6650/0x00000000_0xffffffff"
+        ));
     }
 
     #[test]
