@@ -374,6 +374,25 @@ fn anti_affinity_with_failure_domains() {
 }
 
 #[test]
+fn version_filter_keeps_the_latest_pre_release_and_resets_on_leading_zeros() {
+    let mut load = cluster(&["a:1", "b:1"]);
+    load.broker_mut("a:1").unwrap().local.broker_version_string = Some("3.0.0-rc.9".into());
+    load.broker_mut("b:1").unwrap().local.broker_version_string = Some("3.0.0-rc.10".into());
+    let mut s = Settings::default();
+    s.prefer_later_versions = true;
+    let p = ClusterPolicies::none();
+    let ctx = PlacementContext::new(&load, &s, &p);
+    let mut c = vec![0, 1];
+    filters::filter_version(&ctx, &mut c).unwrap();
+    assert_eq!(c, [1], "rc.10 is later than rc.9");
+    // `3.01.0` does not parse: Pulsar resets the candidates.
+    load.broker_mut("a:1").unwrap().local.broker_version_string = Some("3.01.0".into());
+    let ctx = PlacementContext::new(&load, &s, &p);
+    let mut c = vec![0, 1];
+    assert!(filters::filter_version(&ctx, &mut c).is_err());
+}
+
+#[test]
 fn even_distribution_is_off_by_default_except_for_the_system_namespace() {
     let mut load = cluster(&["a:1", "b:1"]);
     load.broker_mut("a:1")
