@@ -263,7 +263,9 @@ mod unit_tests {
         assert!(!is_system_service_bundle(
             "pulsar/c1/host:80x/0x00000000_0xffffffff"
         ));
-        assert!(!is_system_service_bundle("pulsar/c1/host:/0x00000000_0xffffffff"));
+        assert!(!is_system_service_bundle(
+            "pulsar/c1/host:/0x00000000_0xffffffff"
+        ));
         assert!(is_system_service_bundle(
             "sla-monitor/c1/host.example:6650/0x00000000_0xffffffff"
         ));

@@ -230,8 +230,9 @@ impl Ord for Version {
     /// then pre-release identifiers pairwise (both `Integer.parseInt`-able: numerically, otherwise by string
     /// order, so numeric identifiers rank below alphanumeric ones), then the longer identifier list.
     fn cmp(&self, other: &Self) -> Ordering {
-        self.core.cmp(&other.core).then_with(|| {
-            match (self.pre.is_empty(), other.pre.is_empty()) {
+        self.core
+            .cmp(&other.core)
+            .then_with(|| match (self.pre.is_empty(), other.pre.is_empty()) {
                 (true, true) => Ordering::Equal,
                 (true, false) => Ordering::Greater,
                 (false, true) => Ordering::Less,
@@ -245,8 +246,7 @@ impl Ord for Version {
                     })
                     .find(|o| o.is_ne())
                     .unwrap_or_else(|| self.pre.len().cmp(&other.pre.len())),
-            }
-        })
+            })
     }
 }
 
@@ -377,7 +377,16 @@ mod tests {
         // Build metadata is ignored by `equals`.
         assert_eq!(v("3.0.0-rc.1+b1"), v("3.0.0-rc.1+b2"));
         // Leading zeros and empty identifiers are parse errors.
-        for bad in ["3.01.0", "03.0.0", "3.0.00", "3.0.0-rc.01", "3.0.0-", "3.0.0-rc..1", "3.0.0+", "3.0.0-rc_1"] {
+        for bad in [
+            "3.01.0",
+            "03.0.0",
+            "3.0.00",
+            "3.0.0-rc.01",
+            "3.0.0-",
+            "3.0.0-rc..1",
+            "3.0.0+",
+            "3.0.0-rc_1",
+        ] {
             assert!(parse_version(bad).is_none(), "{bad}");
         }
         // Alphanumeric identifiers may start with a zero; build identifiers may have leading zeros.
