@@ -71,6 +71,9 @@
 //! * A topic hash of exactly `0xffffffff` belongs to the last bundle (Java indexes one past the end) — in
 //!   [`crate::bundle`].
 //! * UniformLoadShedder no longer sheds bundles without traffic.
+//! * Split selection counts a bundle towards `loadBalancerNamespaceMaximumBundles` only when it is actually split;
+//!   Pulsar counts every candidate that passed the thresholds (even one `canSplitBundle` then rejects, or a second
+//!   listing of the same bundle), so an unsplittable candidate can block the namespace's last split ([`split`]).
 //!
 //! # Java quirks kept because they shape behaviour
 //!
