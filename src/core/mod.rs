@@ -30,12 +30,15 @@
 //! memory, NIC in, NIC out; ThresholdShedder, extensible `BrokerLoadData`) and the four-weight form without heap
 //! memory (AvgShedder, modular LeastResourceUsageWithWeight, the modular overload re-check). [`weighted_usage`]
 //! is the five-weight form with the configured weights and [`weighted_usage4`] the four-weight form. The heap
-//! weight defaults to 0, so both agree unless an operator sets `loadBalancerMemoryResourceWeight`.
+//! weight defaults to 0, so both agree unless an operator sets `loadBalancerMemoryResourceWeight`; with every
+//! weight at its default (cpu 1, heap 0, direct memory 0, NIC in 1, NIC out 1) both are max(cpu, NIC in, NIC out).
 //!
 //! OverloadShedder and LeastLongTermMessageRate read the *unweighted* max usage in the Java copies read; PIP-358
 //! (PRs #22888/#22889, merged 2024) made the resource weights apply to them. loadmgr follows PIP-358 and uses the
-//! five-weight form with the configured weights for both (with default weights this equals the four-weight form,
-//! i.e. the unweighted max minus heap memory, which Pulsar 3.0+ no longer reports as a load item).
+//! five-weight form with the configured weights for both. The unweighted max
+//! ([`LocalBrokerData::max_resource_usage`]: cpu, direct memory, NIC in, NIC out; heap is no load item since
+//! Pulsar 3.0) *includes* direct memory, while the default direct-memory weight is 0: with default weights
+//! OverloadShedder, LeastLongTermMessageRate and the overload re-check of placement ignore direct memory.
 //!
 //! # Decisions on items the reference marks UNVERIFIED (checked against apache/pulsar sources and tests)
 //!

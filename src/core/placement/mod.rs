@@ -1,18 +1,19 @@
 //! Placement: the candidate pipeline of `ModularLoadManagerImpl.selectBroker` and the placement strategies.
 //!
-//! Pipeline, in Pulsar's order ([`select_broker`]):
-//! 1. namespace isolation policies (primary/secondary brokers by regex, `min_available` fail-over), else the
+//! Pipeline, in Pulsar's order ([`select_broker`]), numbered as in the algorithms reference (§3.1 of
+//! `pulsar-algorithms.md`; step 1 is the bundle-data `computeIfAbsent` of [`assign_bundle`]):
+//! 2. namespace isolation policies (primary/secondary brokers by regex, `min_available` fail-over), else the
 //!    topic-kind capability and shared brokers ([`filters::namespace_policy_candidates`]);
-//! 2. `loadBalancerBrokerMaxTopics` (ignored when it would drop everyone);
-//! 3. anti-affinity groups and failure domains;
-//! 4. even distribution by the namespace's bundle count (`loadBalancerDistributeBundlesEvenlyEnabled`, off by
+//! 3. `loadBalancerBrokerMaxTopics` (ignored when it would drop everyone);
+//! 4. anti-affinity groups and failure domains;
+//! 5. even distribution by the namespace's bundle count (`loadBalancerDistributeBundlesEvenlyEnabled`, off by
 //!    default in 5.0; always on for `pulsar/system`);
-//! 5. load-manager class filter, then the version filter (`preferLaterVersions`; a bad version resets the
-//!    candidates to step 1's result);
-//! 6. nothing left → step 1's result;
-//! 7. shedding-excluded namespaces are placed round-robin, others by the placement strategy;
-//! 8. overload re-check: when the chosen broker's `W4` is above the overload threshold, the strategy is asked
-//!    again over step 1's result.
+//! 6. load-manager class filter (6a), then the version filter (6b, `preferLaterVersions`; a bad version resets
+//!    the candidates to step 2's result);
+//! 7. nothing left → step 2's result;
+//! 8. shedding-excluded namespaces are placed round-robin, others by the placement strategy;
+//! 9. overload re-check: when the chosen broker's `W4` is above the overload threshold, the strategy is asked
+//!    again over step 2's result.
 //!
 //! Candidates are kept in broker-id order; strategies draw random choices from the caller's `StdRng`.
 
@@ -85,9 +86,9 @@ pub struct PlacementContext<'a> {
 /// topic kind and context-wide facts, so the result is computed once per context and namespace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidates {
-    /// After namespace policies (pipeline step 1; the fallback of steps 6 and 8).
+    /// After namespace policies (pipeline step 2; the fallback of steps 6b, 7 and 9).
     pub base: Vec<usize>,
-    /// After every filter (steps 2–6).
+    /// After every filter (steps 3–7).
     pub filtered: Vec<usize>,
     /// What narrowed them, for reasons.
     pub notes: Vec<String>,
@@ -238,7 +239,8 @@ impl<'a> PlacementContext<'a> {
 pub enum Placement {
     /// AvgShedder's placement: the shedder's planned destination, else random among eligible brokers.
     AvgShedder,
-    /// Least long-term message rate (`weighted` = the documented `1/(threshold − usage)` weighting).
+    /// Least long-term message rate (the documented `1/(threshold − usage)` weighting is the setting
+    /// `loadmgrLeastLongTermMessageRateUsageWeighting`).
     LeastLongTermMessageRate,
     /// Modular LeastResourceUsageWithWeight (EMA advanced per placement call).
     LeastResourceUsageWithWeight(LeastResourceUsage),
