@@ -60,6 +60,8 @@ impl Strategies {
 /// (TransferShedder's transfer target as is, otherwise the placement pipeline with AvgShedder's plan) and skip
 /// when none is found or it is the current owner. Finally the strategy is told the attempt is over.
 ///
+/// The load data's extensible EMA settings are set from `settings` first ([`LoadData::set_ema_settings`]).
+///
 /// The cycle does not record the unloads as done: the runtime calls [`LoadData::record_unload`] for each
 /// unload it completes.
 pub fn run_shedding_cycle(
@@ -70,6 +72,7 @@ pub fn run_shedding_cycle(
     now: i64,
     rng: &mut StdRng,
 ) -> Plan {
+    load.set_ema_settings(settings);
     let mut plan = Plan::default();
     let name = strategies.shedder.kind().name();
     if !(settings.load_balancer_enabled && settings.load_balancer_shedding_enabled) {

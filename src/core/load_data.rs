@@ -11,6 +11,9 @@
 //!   by no other broker ("vanished");
 //! * drops preallocations of this broker that the report now lists;
 //! * recomputes this broker's [`TimeAverageBrokerData`] from its bundles (defaults for unknown ones).
+//! * advances this broker's extensible EMAs (`weightedMaxEMA`, `msgThroughputEMA`) by this report, with the
+//!   load data's [`EmaSettings`](super::extensible::EmaSettings) — the one copy TransferShedder and the
+//!   extensible placement read ([`crate::core::extensible`]).
 //!
 //! Its cost is proportional to the size of that report (old and new), never to the cluster.
 //!
@@ -22,6 +25,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use super::extensible::{BrokerLoadEma, EmaSettings, ExtensibleEma};
+use crate::config::Settings;
 use crate::model::{
     BundleData, LocalBrokerData, NamespaceBundleStats, ResourceQuota, TimeAverageBrokerData,
 };
@@ -86,6 +91,9 @@ pub struct BrokerEntry {
     pub time_average: TimeAverageBrokerData,
     /// Bundles assigned to it that its report does not list yet.
     pub preallocated: BTreeSet<String>,
+    /// The extensible manager's EMAs (`weightedMaxEMA`, `msgThroughputEMA`), advanced once per applied report
+    /// ([`crate::core::extensible`]).
+    pub extensible: ExtensibleEma,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -104,6 +112,7 @@ pub struct LoadData {
     /// Bundle → epoch ms of its last unload; entries older than the grace period are pruned by the cycle.
     pub recently_unloaded: BTreeMap<String, i64>,
     preallocated: BTreeMap<String, String>,
+    ema_settings: EmaSettings,
 }
 
 impl LoadData {
@@ -151,12 +160,14 @@ impl LoadData {
                 Some(t) => t,
                 None => data.compute_time_average(&local),
             };
+            let extensible = ExtensibleEma::first(&local, &data.ema_settings);
             data.brokers.insert(
                 id,
                 BrokerEntry {
                     local,
                     time_average,
                     preallocated: BTreeSet::new(),
+                    extensible,
                 },
             );
         }
@@ -173,9 +184,14 @@ impl LoadData {
         t
     }
 
-    /// Applies one broker's report (see the module docs). Cost: O(size of the old and new report).
+    /// Applies one broker's report (see the module docs) and advances the broker's extensible EMAs by this
+    /// report. Cost: O(size of the old and new report).
     pub fn apply_report(&mut self, broker: &str, report: LocalBrokerData, seeds: &dyn SeedSource) {
         let old = self.brokers.remove(broker);
+        let extensible = match &old {
+            Some(o) => o.extensible.advanced(&report, &self.ema_settings),
+            None => ExtensibleEma::first(&report, &self.ema_settings),
+        };
         for (bundle, stats) in &report.last_stats {
             let listed_before = old
                 .as_ref()
@@ -225,8 +241,37 @@ impl LoadData {
                 local: report,
                 time_average,
                 preallocated,
+                extensible,
             },
         );
+    }
+
+    /// Sets the weights and history percentage of the extensible EMAs. Brokers whose only sample was taken with
+    /// other settings are re-seeded from their report; longer histories are kept and move with the new settings
+    /// from the next report on (as on a Pulsar broker whose dynamic config changed).
+    pub fn set_ema_settings(&mut self, settings: &Settings) {
+        let new = EmaSettings::from_settings(settings);
+        if new == self.ema_settings {
+            return;
+        }
+        self.ema_settings = new;
+        for e in self.brokers.values_mut() {
+            if e.extensible.samples <= 1 {
+                e.extensible = ExtensibleEma::first(&e.local, &new);
+            }
+        }
+    }
+
+    /// The settings the extensible EMAs are computed with.
+    pub fn ema_settings(&self) -> &EmaSettings {
+        &self.ema_settings
+    }
+
+    /// One broker's extensible load data as read at `now` (a report without `lastUpdate` counts as current).
+    pub fn extensible_load(&self, broker: &str, now: i64) -> Option<BrokerLoadEma> {
+        self.brokers
+            .get(broker)
+            .map(|e| BrokerLoadEma::of(&e.local, &e.extensible, now))
     }
 
     /// Pulsar's full `updateBundleData` pass: one sample for every bundle of every broker's last report, then
@@ -331,7 +376,8 @@ impl LoadData {
         self.brokers.get_mut(id)
     }
 
-    /// Inserts or replaces a broker entry as is (no aggregation; tests and snapshots).
+    /// Inserts or replaces a broker entry as is (no aggregation; tests and snapshots); its extensible EMAs start
+    /// from this report.
     pub fn insert_broker(&mut self, id: &str, local: LocalBrokerData) {
         let time_average = self.compute_time_average(&local);
         for bundle in local.last_stats.keys() {
@@ -343,12 +389,14 @@ impl LoadData {
                 })
                 .reporters += 1;
         }
+        let extensible = ExtensibleEma::first(&local, &self.ema_settings);
         self.brokers.insert(
             id.to_owned(),
             BrokerEntry {
                 local,
                 time_average,
                 preallocated: BTreeSet::new(),
+                extensible,
             },
         );
     }

@@ -62,7 +62,8 @@
 //!   `testFilterOutNonTrafficBundlesForUnloading`; the newest source copy read lacks the filter).
 //! * **TransferShedder.** Newest source read (hit count, swaps, `msgThroughputEMA` underload test); bundles with
 //!   zero throughput are skipped in the shedder loop (PR #23626). The extensible `BrokerLoadData` EMAs are
-//!   computed leader-side from modular reports ([`extensible`]).
+//!   computed leader-side from modular reports, once per applied report, in one copy that TransferShedder and
+//!   the extensible placement share ([`extensible`]).
 //! * **Split selection.** Bundles with fewer than two topics are skipped (`BundleSplitterTaskTest`), sessions
 //!   count only when `loadBalancerNamespaceBundleMaxSessions > 0`.
 //! * **Preallocations** are dropped when the broker's report lists the bundle, or when the broker vanishes.
@@ -90,6 +91,8 @@
 //! * Aggregation samples the bundles of the broker whose report arrived, not every bundle on every
 //!   notification ([`load_data`]); [`LoadData::resample_all`] is Pulsar's full pass.
 //! * Ties and random choices are deterministic (see *Determinism*).
+//! * A report without `lastUpdate` counts as current for the extensible manager's TTL and cool-down checks
+//!   (Pulsar's brokers always stamp their `BrokerLoadData`).
 
 pub mod explain;
 pub mod extensible;

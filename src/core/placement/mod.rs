@@ -443,6 +443,7 @@ pub fn assign_bundle(
     bundle: &str,
     rng: &mut StdRng,
 ) -> Result<Assignment, Skipped> {
+    load.set_ema_settings(settings);
     if let Some(b) = load.preallocation(bundle) {
         return Ok(Assignment {
             bundle: bundle.to_owned(),

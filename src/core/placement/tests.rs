@@ -393,6 +393,28 @@ fn version_filter_keeps_the_latest_pre_release_and_resets_on_leading_zeros() {
 }
 
 #[test]
+fn extensible_placement_reads_the_ema_of_every_applied_report() {
+    // h = 0.9: broker a reports W = 0.2, 0.8, 0.8 before the lookup; Pulsar's weightedMaxEMA is 0.314 (the same
+    // value TransferShedder reads), so avg(0.314, 0) = 15.7 %.
+    let mut load = LoadData::new();
+    for (cpu, stamp) in [(20.0, 1), (80.0, 2), (80.0, 3)] {
+        let mut r = broker(cpu);
+        r.last_update = stamp;
+        load.apply_report("a:1", r, &crate::core::NoSeeds);
+    }
+    load.apply_report("b:1", broker(0.0), &crate::core::NoSeeds);
+    let s = Settings::default();
+    let p = ClusterPolicies::none();
+    let mut state = PlacementState::new(Placement::new(
+        PlacementKind::LeastResourceUsageWithWeight,
+        true,
+    ));
+    let sel = select(&load, &s, &p, &mut state, "t/n/0x00000000_0xffffffff").unwrap();
+    assert_eq!(sel.broker, "b:1");
+    assert!(sel.reason.contains("<= average 15.7%"), "{}", sel.reason);
+}
+
+#[test]
 fn even_distribution_is_off_by_default_except_for_the_system_namespace() {
     let mut load = cluster(&["a:1", "b:1"]);
     load.broker_mut("a:1")

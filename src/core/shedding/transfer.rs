@@ -1,12 +1,13 @@
 //! TransferShedder (PIP-220; the extensible load manager's only shedder), run on loadmgr's load data.
 //!
-//! Inputs per broker come from [`ExtensibleLoadStore`] (`weightedMaxEMA`, `msgThroughputEMA`, `updatedAt` =
-//! the report's `lastUpdate`). Each broker's *top bundles* are the `loadBalancerMaxNumberOfBundlesInBundleLoadReport`
+//! Inputs per broker are the load data's extensible EMAs ([`crate::core::extensible`]: `weightedMaxEMA`,
+//! `msgThroughputEMA`, advanced once per applied report and shared with the extensible placement; `updatedAt` =
+//! the report's `lastUpdate`, or `now` for a report without one). Each broker's *top bundles* are the `loadBalancerMaxNumberOfBundlesInBundleLoadReport`
 //! largest of its report's `lastStats` by Pulsar's `NamespaceBundleStats` order (rounded throughput in, then out,
 //! then msg rate, then connections, then cache size; ties by name), without system-service and
 //! shedding-excluded namespaces, listed **ascending** as Pulsar's `TopBundlesLoadData` is.
 //!
-//! Per cycle (state across cycles: the hit count, the recently unloaded brokers, the EMA store):
+//! Per cycle (state across cycles: the hit count and the recently unloaded brokers):
 //! 1. Brokers sorted ascending by `weightedMaxEMA` (ties by id); stats over brokers whose data is not older
 //!    than `loadBalancerBrokerLoadDataTTLInSeconds`. A broker unloaded from less than
 //!    `loadBalanceSheddingDelayInSeconds` before its current data (`updatedAt − unload time`) aborts the cycle
@@ -42,18 +43,17 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Candidate, Shedder, SheddingContext, SheddingOutcome};
 use crate::config::ShedderKind;
-use crate::core::extensible::ExtensibleLoadStore;
+use crate::core::extensible::BrokerLoadEma;
 use crate::core::placement::{filters, PlacementContext};
 use crate::core::plan::Skipped;
 use crate::core::{is_system_service_bundle, namespace_of, num};
 use crate::model::NamespaceBundleStats;
 
-/// TransferShedder with its cross-cycle state.
+/// TransferShedder with its cross-cycle state (the EMAs live in the load data).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TransferShedder {
     hit_count: i32,
     recently_unloaded_brokers: BTreeMap<String, i64>,
-    store: ExtensibleLoadStore,
 }
 
 fn bundle_order(
@@ -137,21 +137,21 @@ impl TransferShedder {
     }
 
     fn is_underloaded(&self, ctx: &SheddingContext<'_>, broker: &str, st: &Stats) -> bool {
-        let Some(e) = self.store.get(broker) else {
+        let Some(e) = ctx.load.extensible_load(broker, ctx.now) else {
             return false;
         };
         let m = (ctx.settings.load_balancer_broker_load_target_std / 2.0).clamp(0.0, 0.5);
         if e.weighted_max_ema < st.avg * m {
             return true;
         }
-        let Some(max) = self.store.get(&st.sorted[st.max_idx].0) else {
+        let Some(max) = ctx.load.extensible_load(&st.sorted[st.max_idx].0, ctx.now) else {
             return false;
         };
         e.msg_throughput_ema < max.msg_throughput_ema * m
     }
 
     fn is_overloaded(&self, ctx: &SheddingContext<'_>, broker: &str, avg: f64) -> bool {
-        let Some(e) = self.store.get(broker) else {
+        let Some(e) = ctx.load.extensible_load(broker, ctx.now) else {
             return false;
         };
         let threshold = ctx
@@ -210,12 +210,10 @@ impl Shedder for TransferShedder {
                 format!("TransferShedder: no unload: {why}"),
             ))
         };
-        self.store.observe(ctx.load, s, ctx.now);
-
-        let mut sorted: Vec<(String, f64)> = self
-            .store
-            .iter()
-            .map(|(b, e)| (b.clone(), e.weighted_max_ema))
+        let mut sorted: Vec<(String, f64)> = ctx
+            .load
+            .brokers()
+            .map(|(b, e)| (b.clone(), e.extensible.weighted_max_ema))
             .collect();
         sorted.sort_by(|a, b| a.1.total_cmp(&b.1));
         let ttl = s
@@ -226,7 +224,8 @@ impl Shedder for TransferShedder {
             .saturating_mul(1000);
         let (mut sum, mut sq_sum, mut n) = (0.0, 0.0, 0usize);
         let mut outdated = false;
-        for (b, e) in self.store.iter() {
+        for (b, entry) in ctx.load.brokers() {
+            let e = BrokerLoadEma::of(&entry.local, &entry.extensible, ctx.now);
             if ctx.now - e.updated_at > ttl {
                 outdated = true;
                 continue;
@@ -333,8 +332,8 @@ impl Shedder for TransferShedder {
             let max_b = max_peek;
             st.max_idx -= 1;
             let (Some(max_e), Some(min_e)) = (
-                self.store.get(&max_b).copied(),
-                self.store.get(&min_b).copied(),
+                ctx.load.extensible_load(&max_b, ctx.now),
+                ctx.load.extensible_load(&min_b, ctx.now),
             ) else {
                 empty_data += 1;
                 continue;
@@ -818,6 +817,67 @@ mod tests {
         let out = run(&mut TransferShedder::default(), &setup(), &s, &all);
         assert!(out.candidates.is_empty());
         assert!(out.skipped.last().unwrap().reason.contains("NoBundles"));
+    }
+
+    fn apply(ld: &mut LoadData, broker: &str, cpu: f64, last_update: i64) {
+        let mut r = report(cpu, "A", 2e6, 6e6);
+        r.last_update = last_update;
+        ld.apply_report(broker, r, &crate::core::NoSeeds);
+    }
+
+    #[test]
+    fn ema_advances_at_every_applied_report() {
+        // h = 0.9; broker a reports W = 0.2, then 0.8 and 0.8 within one shedding interval: Pulsar's reporting
+        // broker computes 0.2 -> 0.26 -> 0.314 and every reader sees 0.314.
+        let mut s = settings();
+        s.load_balancer_shedding_condition_hit_count_threshold = 1;
+        let p = ClusterPolicies::none();
+        let mut ld = LoadData::new();
+        apply(&mut ld, "a:8080", 20.0, NOW - 3000);
+        apply(&mut ld, "b:8080", 0.0, NOW - 3000);
+        let mut sh = TransferShedder::default();
+        let first = run(&mut sh, &ld, &s, &p);
+        assert!(first.candidates.is_empty(), "hit count 1 <= 1");
+        apply(&mut ld, "a:8080", 80.0, NOW - 2000);
+        apply(&mut ld, "a:8080", 80.0, NOW - 1000);
+        let out = run(&mut sh, &ld, &s, &p);
+        assert!(!out.candidates.is_empty(), "{:?}", out.skipped);
+        assert!(
+            out.candidates[0]
+                .reason
+                .contains("a:8080 load 0.314 -> b:8080 0.0"),
+            "{}",
+            out.candidates[0].reason
+        );
+    }
+
+    #[test]
+    fn reports_without_last_update_keep_the_data_fresh() {
+        // Reports with lastUpdate = 0 (snapshots, simulators): the data must neither freeze nor become outdated.
+        let mut s = settings();
+        s.load_balancer_shedding_condition_hit_count_threshold = 100;
+        let p = ClusterPolicies::none();
+        let mut ld = LoadData::new();
+        apply(&mut ld, "a:8080", 20.0, 0);
+        apply(&mut ld, "b:8080", 0.0, 0);
+        let mut sh = TransferShedder::default();
+        run(&mut sh, &ld, &s, &p);
+        apply(&mut ld, "a:8080", 80.0, 0);
+        apply(&mut ld, "b:8080", 0.0, 0);
+        let later = NOW + 2 * 3_600_000;
+        let out = sh.find_bundles(&SheddingContext {
+            load: &ld,
+            settings: &s,
+            policies: &p,
+            now: later,
+        });
+        let reasons: Vec<&str> = out.skipped.iter().map(|k| k.reason.as_str()).collect();
+        assert!(
+            reasons.iter().all(|r| !r.contains("OutDatedData")),
+            "{reasons:?}"
+        );
+        // avg of 0.26 and 0: the second report moved the EMA.
+        assert!(reasons[0].contains("avg 0.13"), "{reasons:?}");
     }
 
     #[test]
