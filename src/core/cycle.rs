@@ -7,7 +7,9 @@ use rand::rngs::StdRng;
 
 use super::load_data::LoadData;
 use super::namespace_of;
-use super::placement::{filters, select_broker, Placement, PlacementContext, PlacementState};
+use super::placement::{
+    filters, select_broker, Pipeline, Placement, PlacementContext, PlacementState,
+};
 use super::plan::{Plan, Skipped, UnloadDecision};
 use super::policies::ClusterPolicies;
 use super::shedding::{new_shedder, Shedder, SheddingContext};
@@ -24,11 +26,18 @@ pub struct Strategies {
 }
 
 impl Strategies {
-    /// Fresh strategies of the given kinds; `extensible` selects the extensible LeastResourceUsageWithWeight.
+    /// Fresh strategies of the given kinds; `extensible` selects the extensible manager: the extensible
+    /// LeastResourceUsageWithWeight and the extensible placement pipeline.
     pub fn new(shedder: ShedderKind, placement: PlacementKind, extensible: bool) -> Self {
+        let pipeline = if extensible {
+            Pipeline::Extensible
+        } else {
+            Pipeline::Modular
+        };
         Self {
             shedder: new_shedder(shedder),
-            placement: PlacementState::new(Placement::new(placement, extensible)),
+            placement: PlacementState::new(Placement::new(placement, extensible))
+                .with_pipeline(pipeline),
         }
     }
 
@@ -56,9 +65,11 @@ impl Strategies {
 /// `loadBalancerSheddingEnabled` is off or at most one broker is known; prune recently-unloaded entries older
 /// than `loadBalancerSheddingGracePeriodMinutes`; ask the strategy; then for each proposal, in order: skip
 /// bundles of `loadBalancerSheddingExcludedNamespaces`, bundles still in their grace period, bundles whose
-/// namespace policies allow no other broker, and bundles the anti-affinity rule keeps; choose the destination
-/// (TransferShedder's transfer target as is, otherwise the placement pipeline with AvgShedder's plan) and skip
-/// when none is found or it is the current owner. Finally the strategy is told the attempt is over.
+/// namespace policies allow no other broker, and bundles the anti-affinity rule keeps (these two checks are
+/// modular only: the extensible `UnloadScheduler` runs TransferShedder's decisions without them); choose the
+/// destination (TransferShedder's transfer target as is, otherwise the placement pipeline with AvgShedder's
+/// plan) and skip when none is found or it is the current owner. Finally the strategy is told which unloads
+/// were kept and that the attempt is over.
 ///
 /// The load data's extensible EMA settings are set from `settings` first ([`LoadData::set_ema_settings`]).
 ///
@@ -104,6 +115,7 @@ pub fn run_shedding_cycle(
     });
     plan.skipped.extend(outcome.skipped);
     let ctx = PlacementContext::new(load, settings, policies).with_now(now);
+    let transfer_shedder = strategies.shedder.kind() == ShedderKind::TransferShedder;
     let mut planned_bundles = BTreeSet::new();
     for c in outcome.candidates {
         let ns = namespace_of(&c.bundle).to_owned();
@@ -127,21 +139,25 @@ pub fn run_shedding_cycle(
         if !planned_bundles.insert(c.bundle.clone()) {
             continue;
         }
-        let source_idx = ctx.index_of(&c.source);
-        let cands = ctx.candidates(&c.bundle);
-        let policy_candidates = &cands.base;
-        if !policy_candidates.iter().any(|i| Some(*i) != source_idx) {
-            plan.skipped.push(Skipped::new(
-                c.bundle,
-                "no unload: the namespace policies allow no other broker",
-            ));
-            continue;
-        }
-        if let Err(why) =
-            filters::anti_affinity_allows_unload(&ctx, &c.bundle, &c.source, policy_candidates)
-        {
-            plan.skipped.push(Skipped::new(c.bundle, why));
-            continue;
+        // Pulsar's extensible UnloadScheduler runs TransferShedder's decisions without the modular
+        // `doLoadShedding` checks (TransferShedder's isTransferable already ran the extensible filters).
+        if !transfer_shedder {
+            let source_idx = ctx.index_of(&c.source);
+            let cands = ctx.candidates(&c.bundle);
+            let policy_candidates = &cands.base;
+            if !policy_candidates.iter().any(|i| Some(*i) != source_idx) {
+                plan.skipped.push(Skipped::new(
+                    c.bundle,
+                    "no unload: the namespace policies allow no other broker",
+                ));
+                continue;
+            }
+            if let Err(why) =
+                filters::anti_affinity_allows_unload(&ctx, &c.bundle, &c.source, policy_candidates)
+            {
+                plan.skipped.push(Skipped::new(c.bundle, why));
+                continue;
+            }
         }
         let (destination, why) = match (&c.planned, c.binding) {
             (Some(dst), true) => (dst.clone(), format!("transfer to {dst}")),
@@ -182,6 +198,7 @@ pub fn run_shedding_cycle(
             cycle: 1,
         });
     }
+    strategies.shedder.on_unloads_planned(&plan.unloads, now);
     strategies.shedder.on_unload_attempt_completed();
     plan
 }

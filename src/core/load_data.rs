@@ -12,7 +12,7 @@
 //! * drops preallocations of this broker that the report now lists;
 //! * recomputes this broker's [`TimeAverageBrokerData`] from its bundles (defaults for unknown ones).
 //! * advances this broker's extensible EMAs (`weightedMaxEMA`, `msgThroughputEMA`) by this report, with the
-//!   load data's [`EmaSettings`](super::extensible::EmaSettings) — the one copy TransferShedder and the
+//!   load data's [`EmaSettings`](super::extensible) — the one copy TransferShedder and the
 //!   extensible placement read ([`crate::core::extensible`]).
 //!
 //! Its cost is proportional to the size of that report (old and new), never to the cluster.

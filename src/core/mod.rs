@@ -5,7 +5,7 @@
 //! # Contract
 //!
 //! Nothing in this module awaits, reads a clock, touches a store or uses ambient randomness. Every entry point
-//! takes the load data, the [`Settings`](crate::config::Settings), the strategies' own cross-cycle state, the
+//! takes the load data, the [`Settings`], the strategies' own cross-cycle state, the
 //! current time `now` (epoch milliseconds) and a seeded [`rand::rngs::StdRng`], and returns a [`Plan`]. Identical
 //! inputs and seed give an identical plan.
 //!
@@ -64,6 +64,12 @@
 //!   zero throughput are skipped in the shedder loop (PR #23626). The extensible `BrokerLoadData` EMAs are
 //!   computed leader-side from modular reports, once per applied report, in one copy that TransferShedder and
 //!   the extensible placement share ([`extensible`]).
+//! * **Extensible placement.** With the extensible load manager (or TransferShedder) placement runs
+//!   `ExtensibleLoadManagerImpl.selectAsync`: its five broker filters in Pulsar's order (class, max topics `>=`
+//!   without fallback, version — skipped when it fails —, anti-affinity, isolation over what is left), then the
+//!   strategy; no preallocated topics, even distribution, round-robin, fallback or overload re-check
+//!   ([`placement::Pipeline`]). TransferShedder's `isTransferable` runs the same filters, and its decisions skip
+//!   the modular `doLoadShedding` checks, as the extensible `UnloadScheduler` does.
 //! * **Split selection.** Bundles with fewer than two topics are skipped (`BundleSplitterTaskTest`), sessions
 //!   count only when `loadBalancerNamespaceBundleMaxSessions > 0`.
 //! * **Preallocations** are dropped when the broker's report lists the bundle, or when the broker vanishes.
@@ -184,6 +190,13 @@ pub fn namespace_of(bundle: &str) -> &str {
 /// monitor pattern `sla-monitor/[^/]+/([^:]+:\d+)`.
 pub fn is_system_service_bundle(bundle: &str) -> bool {
     is_heartbeat_or_sla_namespace(namespace_of(bundle))
+}
+
+/// `NamespaceService.isSystemServiceNamespace`: `pulsar/system` or a heartbeat/SLA-monitor namespace. Only the
+/// extensible manager's top-bundle report (`TopKBundles`) uses this wider set; the modular shedders skip the
+/// heartbeat and SLA-monitor namespaces only ([`is_system_service_bundle`]).
+pub fn is_system_service_namespace(ns: &str) -> bool {
+    ns == "pulsar/system" || is_heartbeat_or_sla_namespace(ns)
 }
 
 /// `[^:]+:\d+`, matched against the whole text.

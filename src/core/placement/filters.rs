@@ -14,13 +14,25 @@ pub fn namespace_policy_candidates(
     ctx: &PlacementContext<'_>,
     bundle: &str,
 ) -> (Vec<usize>, String) {
+    namespace_policy_candidates_among(ctx, bundle, 0..ctx.brokers.len())
+}
+
+/// `applyNamespacePolicies` over the given brokers only (ascending indices), as the extensible
+/// `BrokerIsolationPoliciesFilter` applies it to what the earlier filters left: the `min_available` fail-over
+/// counts the primaries among them.
+pub fn namespace_policy_candidates_among(
+    ctx: &PlacementContext<'_>,
+    bundle: &str,
+    among: impl IntoIterator<Item = usize>,
+) -> (Vec<usize>, String) {
     let ns = namespace_of(bundle);
     let non_persistent = ctx.policies.non_persistent_bundles.contains(bundle);
     match ctx.policies.isolation_for(ns) {
         Some(policy) => {
             let mut primaries = Vec::new();
             let mut secondaries = Vec::new();
-            for (i, b) in ctx.brokers.iter().enumerate() {
+            for i in among {
+                let b = &ctx.brokers[i];
                 if policy.is_primary(b.host) {
                     primaries.push(i);
                 } else if policy.is_secondary(b.host) {
@@ -49,19 +61,17 @@ pub fn namespace_policy_candidates(
             (primaries, note)
         }
         None => {
-            let list: Vec<usize> = ctx
-                .brokers
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| {
-                    if non_persistent {
+            let list: Vec<usize> = among
+                .into_iter()
+                .filter(|i| {
+                    let b = &ctx.brokers[*i];
+                    let capable = if non_persistent {
                         b.non_persistent
                     } else {
                         b.persistent
-                    }
+                    };
+                    capable && b.shared
                 })
-                .filter(|(_, b)| b.shared)
-                .map(|(i, _)| i)
                 .collect();
             (list, String::new())
         }
@@ -86,6 +96,24 @@ pub fn filter_max_topics(
     let dropped = candidates.len() - kept.len();
     *candidates = kept;
     Some(format!("{dropped} broker(s) over {max} topics"))
+}
+
+/// The extensible `BrokerMaxTopicCountFilter`: drop brokers whose reported topic count (`BrokerLoadData.topics`,
+/// no preallocations) is at least `loadBalancerBrokerMaxTopics`. Unlike step 3 there is no fallback when every
+/// broker is dropped.
+pub fn filter_max_topics_extensible(
+    ctx: &PlacementContext<'_>,
+    candidates: &mut Vec<usize>,
+) -> Option<String> {
+    let max = ctx.settings.load_balancer_broker_max_topics as i64;
+    let before = candidates.len();
+    candidates.retain(|i| ctx.brokers[*i].entry.local.num_topics < max);
+    (candidates.len() != before).then(|| {
+        format!(
+            "{} broker(s) at or over {max} topics",
+            before - candidates.len()
+        )
+    })
 }
 
 /// Namespaces of the same anti-affinity group each broker owns (by bundles or preallocations). Brokers

@@ -15,6 +15,9 @@
 //! 9. overload re-check: when the chosen broker's `W4` is above the overload threshold, the strategy is asked
 //!    again over step 2's result.
 //!
+//! The extensible load manager does not run this pipeline: [`select_broker`] in [`Pipeline::Extensible`] runs
+//! `selectAsync`'s filters ([`PlacementContext::extensible_candidates`]) and then the strategy, nothing else.
+//!
 //! Candidates are kept in broker-id order; strategies draw random choices from the caller's `StdRng`.
 
 mod avg;
@@ -78,7 +81,8 @@ pub struct PlacementContext<'a> {
     /// Now, epoch ms (stamps reports without `lastUpdate` for the extensible load data).
     pub now: i64,
     ownership: OnceCell<Vec<BTreeMap<String, usize>>>,
-    candidates: RefCell<[HashMap<String, Rc<Candidates>>; 2]>,
+    /// Per pipeline (modular, extensible) and topic kind (persistent, non-persistent): namespace → candidates.
+    candidates: RefCell<[HashMap<String, Rc<Candidates>>; 4]>,
     lltmr_scores: OnceCell<Vec<f64>>,
 }
 
@@ -86,10 +90,13 @@ pub struct PlacementContext<'a> {
 /// topic kind and context-wide facts, so the result is computed once per context and namespace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidates {
-    /// After namespace policies (pipeline step 2; the fallback of steps 6b, 7 and 9).
+    /// After namespace policies over every broker (pipeline step 2; the fallback of steps 6b, 7 and 9).
     pub base: Vec<usize>,
-    /// After every filter (steps 3–7).
+    /// After every filter (steps 3–7), or after the extensible filter pipeline.
     pub filtered: Vec<usize>,
+    /// Extensible pipeline only: why `BrokerVersionFilter` failed (selectAsync then skips that filter;
+    /// TransferShedder's `isTransferable` answers false).
+    pub version_error: Option<String>,
     /// What narrowed them, for reasons.
     pub notes: Vec<String>,
     /// The policy note (isolation policy and fail-over), empty without isolation.
@@ -133,21 +140,81 @@ impl<'a> PlacementContext<'a> {
             brokers,
             now: 0,
             ownership: OnceCell::new(),
-            candidates: RefCell::new([HashMap::new(), HashMap::new()]),
+            candidates: RefCell::new(Default::default()),
             lltmr_scores: OnceCell::new(),
         }
     }
 
-    /// The candidates for `bundle` (cached per namespace and topic kind).
+    /// The modular pipeline's candidates for `bundle` (steps 2–7; cached per namespace and topic kind).
     pub fn candidates(&self, bundle: &str) -> Rc<Candidates> {
+        self.cached_candidates(bundle, Pipeline::Modular)
+    }
+
+    /// The extensible manager's candidates for `bundle` (`selectAsync`'s filter pipeline, cached per namespace
+    /// and topic kind), applied in Pulsar's order to every known broker: `BrokerLoadManagerClassFilter`,
+    /// `BrokerMaxTopicCountFilter` (reported topics `>=` the maximum dropped, no fallback),
+    /// `BrokerVersionFilter` (a bad version skips the filter and is kept in
+    /// [`version_error`](Candidates::version_error)), `AntiAffinityGroupPolicyFilter` and
+    /// `BrokerIsolationPoliciesFilter` (namespace policies over what is left). No preallocated topics, even
+    /// distribution, round-robin, fallback or overload re-check.
+    pub fn extensible_candidates(&self, bundle: &str) -> Rc<Candidates> {
+        self.cached_candidates(bundle, Pipeline::Extensible)
+    }
+
+    fn cached_candidates(&self, bundle: &str, pipeline: Pipeline) -> Rc<Candidates> {
         let ns = namespace_of(bundle);
-        let kind = usize::from(self.policies.non_persistent_bundles.contains(bundle));
-        if let Some(c) = self.candidates.borrow()[kind].get(ns) {
+        let slot = usize::from(self.policies.non_persistent_bundles.contains(bundle))
+            + 2 * usize::from(pipeline == Pipeline::Extensible);
+        if let Some(c) = self.candidates.borrow()[slot].get(ns) {
             return Rc::clone(c);
         }
-        let computed = Rc::new(self.compute_candidates(bundle));
-        self.candidates.borrow_mut()[kind].insert(ns.to_owned(), Rc::clone(&computed));
+        let computed = Rc::new(match pipeline {
+            Pipeline::Modular => self.compute_candidates(bundle),
+            Pipeline::Extensible => self.compute_extensible_candidates(bundle),
+        });
+        self.candidates.borrow_mut()[slot].insert(ns.to_owned(), Rc::clone(&computed));
         computed
+    }
+
+    fn compute_extensible_candidates(&self, bundle: &str) -> Candidates {
+        let (base, _) = filters::namespace_policy_candidates(self, bundle);
+        let mut notes: Vec<String> = Vec::new();
+        let mut c: Vec<usize> = (0..self.brokers.len()).collect();
+        if !c.is_empty() {
+            notes.extend(filters::filter_load_manager_class(self, &mut c));
+        }
+        notes.extend(filters::filter_max_topics_extensible(self, &mut c));
+        let version_error = match filters::filter_version(self, &mut c) {
+            Ok(note) => {
+                notes.extend(note);
+                None
+            }
+            Err(e) => {
+                notes.push(format!("version filter failed ({e}); filter skipped"));
+                Some(e)
+            }
+        };
+        notes.extend(filters::filter_anti_affinity(self, bundle, &mut c));
+        let before = c.len();
+        let (isolated, policy_note) =
+            filters::namespace_policy_candidates_among(self, bundle, c.iter().copied());
+        if !policy_note.is_empty() {
+            notes.push(policy_note.clone());
+        } else if isolated.len() != before {
+            notes.push(format!(
+                "{} broker(s) are not shared or cannot host the topic kind",
+                before - isolated.len()
+            ));
+        }
+        Candidates {
+            base,
+            filtered: isolated,
+            version_error,
+            notes,
+            policy_note,
+            lltmr_best_filtered: OnceCell::new(),
+            lltmr_best_base: OnceCell::new(),
+        }
     }
 
     fn compute_candidates(&self, bundle: &str) -> Candidates {
@@ -175,6 +242,7 @@ impl<'a> PlacementContext<'a> {
         Candidates {
             base,
             filtered: c,
+            version_error: None,
             notes,
             policy_note,
             lltmr_best_filtered: OnceCell::new(),
@@ -308,21 +376,51 @@ impl Placement {
     }
 }
 
-/// The placement strategy plus the round-robin selector used for shedding-excluded namespaces.
+/// Which candidate pipeline placement runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pipeline {
+    /// `ModularLoadManagerImpl.selectBroker` (steps 2–9 of the module docs).
+    Modular,
+    /// `ExtensibleLoadManagerImpl.selectAsync`: its filters, then the strategy
+    /// ([`PlacementContext::extensible_candidates`]).
+    Extensible,
+}
+
+/// The placement strategy plus the round-robin selector used for shedding-excluded namespaces, and the
+/// pipeline the strategy runs in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlacementState {
     /// The strategy.
     pub strategy: Placement,
     round_robin: i32,
+    pipeline: Pipeline,
 }
 
 impl PlacementState {
-    /// A fresh state.
+    /// A fresh state; the extensible LeastResourceUsageWithWeight runs in the extensible pipeline, every other
+    /// strategy in the modular one.
     pub fn new(strategy: Placement) -> Self {
+        let pipeline = match strategy {
+            Placement::ExtensibleLeastResourceUsageWithWeight(_) => Pipeline::Extensible,
+            _ => Pipeline::Modular,
+        };
         Self {
             strategy,
             round_robin: 0,
+            pipeline,
         }
+    }
+
+    /// The same state running in `pipeline` (the extensible load manager uses the extensible pipeline whatever
+    /// the strategy).
+    pub fn with_pipeline(mut self, pipeline: Pipeline) -> Self {
+        self.pipeline = pipeline;
+        self
+    }
+
+    /// The pipeline placement runs.
+    pub fn pipeline(&self) -> Pipeline {
+        self.pipeline
     }
 
     /// `RoundRobinBrokerSelector`: index = counter mod n over the candidates (broker-id order); the counter
@@ -350,8 +448,8 @@ pub struct Selection {
     pub reason: String,
 }
 
-/// Runs the placement pipeline for `bundle`. `planned` is AvgShedder's plan (if any) and `source` the current
-/// owner when the bundle is being shed. Errors say why no broker could be chosen.
+/// Runs the placement pipeline of `state` for `bundle`. `planned` is AvgShedder's plan (if any) and `source` the
+/// current owner when the bundle is being shed. Errors say why no broker could be chosen.
 pub fn select_broker(
     ctx: &PlacementContext<'_>,
     state: &mut PlacementState,
@@ -360,6 +458,9 @@ pub fn select_broker(
     source: Option<&str>,
     rng: &mut StdRng,
 ) -> Result<Selection, String> {
+    if state.pipeline == Pipeline::Extensible {
+        return select_extensible(ctx, state, bundle, planned, source, rng);
+    }
     let cands = ctx.candidates(bundle);
     let base = &cands.base;
     if base.is_empty() {
@@ -422,6 +523,49 @@ pub fn select_broker(
     Ok(Selection {
         broker: ctx.brokers[chosen].id.to_owned(),
         reason: why,
+    })
+}
+
+/// `selectAsync`: the extensible filters, then the strategy over what is left; nothing left → no broker.
+fn select_extensible(
+    ctx: &PlacementContext<'_>,
+    state: &mut PlacementState,
+    bundle: &str,
+    planned: Option<&str>,
+    source: Option<&str>,
+    rng: &mut StdRng,
+) -> Result<Selection, String> {
+    let cands = ctx.extensible_candidates(bundle);
+    let notes = if cands.notes.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", cands.notes.join("; "))
+    };
+    if cands.filtered.is_empty() {
+        return Err(format!(
+            "no broker passes the extensible broker filters{notes}"
+        ));
+    }
+    let (chosen, why) = state
+        .strategy
+        .select(
+            ctx,
+            &cands.filtered,
+            &cands.lltmr_best_filtered,
+            planned,
+            source,
+            rng,
+        )
+        .ok_or_else(|| {
+            format!(
+                "{} found no broker among {}",
+                state.strategy.name(),
+                ctx.ids(&cands.filtered)
+            )
+        })?;
+    Ok(Selection {
+        broker: ctx.brokers[chosen].id.to_owned(),
+        reason: format!("{why}{notes}"),
     })
 }
 

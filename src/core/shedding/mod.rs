@@ -21,7 +21,7 @@ pub use uniform::UniformLoadShedder;
 use std::collections::BTreeSet;
 
 use super::load_data::LoadData;
-use super::plan::Skipped;
+use super::plan::{Skipped, UnloadDecision};
 use super::policies::ClusterPolicies;
 use super::{is_system_service_bundle, num};
 use crate::config::{Settings, ShedderKind};
@@ -76,6 +76,9 @@ pub trait Shedder: Send + std::fmt::Debug {
 
     /// The set of live brokers changed: forget state about brokers no longer present.
     fn on_active_brokers_change(&mut self, _active: &BTreeSet<String>) {}
+
+    /// The cycle kept these unloads of the last pass (after its filters and placement), decided at `now`.
+    fn on_unloads_planned(&mut self, _unloads: &[UnloadDecision], _now: i64) {}
 
     /// The unload attempts of the last pass finished (AvgShedder 5.0 drops its plans here).
     fn on_unload_attempt_completed(&mut self) {}
