@@ -7,8 +7,9 @@
 //! * adds one sample to both windows of every bundle the report lists in `lastStats` (a bundle not yet known is
 //!   first seeded from the stored `BundleData`, else from the resource quota with "ample history", else from
 //!   the defaults of 50 msg/s and 50000 B/s each way with no samples — see [`SeedSource`]);
-//! * drops the data of bundles that were in this broker's previous report, are not in this one and are listed
-//!   by no other broker ("vanished");
+//! * drops the data of bundles that no broker's `lastStats` lists any more (Pulsar's `updateBundleData`): those
+//!   this broker listed before and no other broker lists ("vanished"), stored or assigned bundles nobody has
+//!   reported — except bundles still preallocated, whose data Pulsar keeps in the preallocation until it goes;
 //! * drops preallocations of this broker that the report now lists;
 //! * recomputes this broker's [`TimeAverageBrokerData`] from its bundles (defaults for unknown ones).
 //! * advances this broker's extensible EMAs (`weightedMaxEMA`, `msgThroughputEMA`) by this report, with the
@@ -112,6 +113,9 @@ pub struct LoadData {
     /// Bundle → epoch ms of its last unload; entries older than the grace period are pruned by the cycle.
     pub recently_unloaded: BTreeMap<String, i64>,
     preallocated: BTreeMap<String, String>,
+    /// Bundles with data that no broker's `lastStats` lists (stored seeds, assignments not reported yet, the
+    /// last lister gone): dropped at the next report or broker removal unless preallocated.
+    unlisted: BTreeSet<String>,
     ema_settings: EmaSettings,
 }
 
@@ -134,6 +138,7 @@ impl LoadData {
             ..Default::default()
         };
         for (name, bd) in bundle_data {
+            data.unlisted.insert(name.clone());
             data.bundles.insert(
                 name,
                 BundleEntry {
@@ -220,7 +225,7 @@ impl LoadData {
                 if let Some(e) = self.bundles.get_mut(bundle) {
                     e.reporters = e.reporters.saturating_sub(1);
                     if e.reporters == 0 {
-                        self.bundles.remove(bundle);
+                        self.unlisted.insert(bundle.clone());
                     }
                 }
             }
@@ -244,6 +249,24 @@ impl LoadData {
                 extensible,
             },
         );
+        self.prune_unlisted();
+    }
+
+    /// Pulsar's "bundle data only for bundles some broker lists" (`updateBundleData`): drops the data of unlisted
+    /// bundles that are not preallocated (Pulsar's preallocation keeps its own copy until it goes).
+    fn prune_unlisted(&mut self) {
+        let bundles = &mut self.bundles;
+        let preallocated = &self.preallocated;
+        self.unlisted.retain(|b| {
+            if !bundles.get(b).is_some_and(|e| e.reporters == 0) {
+                return false;
+            }
+            if preallocated.contains_key(b) {
+                return true;
+            }
+            bundles.remove(b);
+            false
+        });
     }
 
     /// Sets the weights and history percentage of the extensible EMAs. Brokers whose only sample was taken with
@@ -291,19 +314,20 @@ impl LoadData {
         }
     }
 
-    /// Drops a broker that vanished: its bundles lose a reporter (and their data when no one else lists them)
-    /// and preallocations pointing at it are reaped.
+    /// Drops a broker that vanished: its bundles lose a reporter, preallocations pointing at it are reaped, and
+    /// the data of bundles no broker lists and nobody has preallocated goes.
     pub fn remove_broker(&mut self, broker: &str) -> Option<BrokerEntry> {
         let entry = self.brokers.remove(broker)?;
         for bundle in entry.local.last_stats.keys() {
             if let Some(e) = self.bundles.get_mut(bundle) {
                 e.reporters = e.reporters.saturating_sub(1);
                 if e.reporters == 0 {
-                    self.bundles.remove(bundle);
+                    self.unlisted.insert(bundle.clone());
                 }
             }
         }
         self.preallocated.retain(|_, b| b != broker);
+        self.prune_unlisted();
         Some(entry)
     }
 
@@ -411,13 +435,15 @@ impl LoadData {
         self.bundles.get(name).map(|e| &e.data)
     }
 
-    /// Sets a bundle's data as is (tests, snapshots).
+    /// Sets a bundle's data as is (tests, snapshots, assignments). Data of a bundle that no broker lists and
+    /// that is not preallocated is dropped at the next report or broker removal.
     pub fn set_bundle(&mut self, name: &str, data: BundleData) {
         match self.bundles.get_mut(name) {
             Some(e) => e.data = data,
             None => {
                 self.bundles
                     .insert(name.to_owned(), BundleEntry { data, reporters: 0 });
+                self.unlisted.insert(name.to_owned());
             }
         }
     }
@@ -567,6 +593,39 @@ mod tests {
         assert!(ld.broker("b1:8080").unwrap().preallocated.is_empty());
         ld.remove_broker("b2:8080");
         assert_eq!(ld.preallocation("t/n/y"), None);
+    }
+
+    #[test]
+    fn bundle_data_no_broker_lists_is_dropped_once_not_preallocated() {
+        // Pulsar's updateBundleData keeps only the bundle data some broker's lastStats lists (the preallocated
+        // copy lives on until the preallocation goes).
+        let mut ld = LoadData::new();
+        ld.apply_report("b1:8080", report(&[("t/n/a", 1.0)]), &NoSeeds);
+        ld.apply_report("b2:8080", report(&[]), &NoSeeds);
+        // An assignment creates default data and preallocates; the broker dies before it reports the bundle.
+        ld.set_bundle("t/n/x", BundleData::default());
+        ld.preallocate("t/n/x", "b2:8080");
+        ld.apply_report("b1:8080", report(&[("t/n/a", 1.0)]), &NoSeeds);
+        assert!(ld.bundle("t/n/x").is_some(), "still preallocated");
+        ld.remove_broker("b2:8080");
+        assert!(ld.bundle("t/n/x").is_none(), "nobody lists it any more");
+        // Stored data of a bundle nobody lists goes at the next report.
+        ld.set_bundle("t/n/stored", BundleData::default());
+        ld.apply_report("b1:8080", report(&[("t/n/a", 1.0)]), &NoSeeds);
+        assert!(ld.bundle("t/n/stored").is_none());
+        assert_eq!(ld.bundle_names(), ["t/n/a"]);
+        // A preallocated bundle whose last lister drops it keeps its data while preallocated.
+        ld.apply_report("b3:8080", report(&[("t/n/y", 1.0)]), &NoSeeds);
+        ld.preallocate("t/n/y", "b1:8080");
+        ld.apply_report("b3:8080", report(&[]), &NoSeeds);
+        assert!(ld.bundle("t/n/y").is_some());
+        ld.apply_report(
+            "b1:8080",
+            report(&[("t/n/a", 1.0), ("t/n/y", 1.0)]),
+            &NoSeeds,
+        );
+        assert_eq!(ld.preallocation("t/n/y"), None);
+        assert!(ld.bundle("t/n/y").is_some());
     }
 
     #[test]
