@@ -224,19 +224,74 @@ fn is_heartbeat_or_sla_namespace(ns: &str) -> bool {
 
 /// Formats a number for reasons: one decimal for large values, otherwise up to four significant decimals.
 pub(crate) fn num(v: f64) -> String {
+    let mut out = String::with_capacity(16);
+    push_num(&mut out, v);
+    out
+}
+
+/// [`num`] appended to `out` (no intermediate allocation).
+pub(crate) fn push_num(out: &mut String, v: f64) {
     if v.is_infinite() {
-        return if v > 0.0 { "inf".into() } else { "-inf".into() };
+        out.push_str(if v > 0.0 { "inf" } else { "-inf" });
+        return;
     }
     if v.abs() >= 100.0 || v == v.trunc() {
-        format!("{v:.1}")
+        push_fixed(out, v, 1);
     } else {
-        let s = format!("{v:.4}");
-        let s = s.trim_end_matches('0');
-        if s.ends_with('.') {
-            format!("{s}0")
-        } else {
-            s.to_owned()
+        let start = out.len();
+        push_fixed(out, v, 4);
+        let trimmed = out[start..].trim_end_matches('0').len();
+        out.truncate(start + trimmed);
+        if out.ends_with('.') {
+            out.push('0');
         }
+    }
+}
+
+/// Appends `v` with exactly `decimals` decimals, the same text as `format!("{v:.decimals$}")` (the exact value
+/// rounded half to even), without the float-formatting machinery: `v = m·2^e` exactly, so `v·10^d` is rounded
+/// with integer arithmetic. Values the integers cannot hold (above 2^103, NaN) go through `format!`.
+fn push_fixed(out: &mut String, v: f64, decimals: u32) {
+    use std::fmt::Write;
+    let bits = v.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1u64 << 52) - 1);
+    let (mantissa, exp) = if biased == 0 {
+        (fraction, -1074)
+    } else {
+        (fraction | (1u64 << 52), biased - 1075)
+    };
+    let scale = 10u128.pow(decimals);
+    let scaled = if biased == 0x7ff || exp > 50 {
+        None
+    } else if exp >= 0 {
+        Some((u128::from(mantissa) << exp) * scale)
+    } else {
+        let shift = exp.unsigned_abs();
+        let n = u128::from(mantissa) * scale; // < 2^53 · 10^4 < 2^67
+        Some(if shift >= 127 {
+            0 // n < 2^67 is below half a unit
+        } else {
+            let q = n >> shift;
+            let rem = n & ((1u128 << shift) - 1);
+            let half = 1u128 << (shift - 1);
+            if rem > half || (rem == half && q & 1 == 1) {
+                q + 1
+            } else {
+                q
+            }
+        })
+    };
+    let Some(q) = scaled else {
+        let _ = write!(out, "{v:.prec$}", prec = decimals as usize);
+        return;
+    };
+    if bits >> 63 == 1 {
+        out.push('-');
+    }
+    let _ = write!(out, "{}", q / scale);
+    if decimals > 0 {
+        let _ = write!(out, ".{:0width$}", q % scale, width = decimals as usize);
     }
 }
 
@@ -291,6 +346,71 @@ mod unit_tests {
         assert!(is_system_service_bundle(
             "sla-monitor/c1/host.example:6650/0x00000000_0xffffffff"
         ));
+    }
+
+    /// The reference `num`: Rust's float formatting.
+    fn num_reference(v: f64) -> String {
+        if v.is_infinite() {
+            return if v > 0.0 { "inf".into() } else { "-inf".into() };
+        }
+        if v.abs() >= 100.0 || v == v.trunc() {
+            format!("{v:.1}")
+        } else {
+            let s = format!("{v:.4}");
+            let s = s.trim_end_matches('0');
+            if s.ends_with('.') {
+                format!("{s}0")
+            } else {
+                s.to_owned()
+            }
+        }
+    }
+
+    #[test]
+    fn fast_number_formatting_matches_rusts_formatting() {
+        let special = [
+            0.0,
+            -0.0,
+            0.25,
+            0.75,
+            2.5,
+            0.00005,
+            0.00015,
+            0.00025,
+            1.00005,
+            99.99995,
+            99.999949999,
+            -99.99995,
+            100.0,
+            1e-300,
+            5e-324,
+            -5e-324,
+            1e15,
+            1.5e30,
+            1e300,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
+        for v in special {
+            assert_eq!(num(v), num_reference(v), "{v:e}");
+        }
+        for k in 0..200_000u64 {
+            let v = k as f64 * 0.00001 - 1.0;
+            assert_eq!(num(v), num_reference(v), "{v:e}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fast_number_formatting_matches_on_any_bits(bits in proptest::prelude::any::<u64>(), k in 0u64..10_000_000) {
+            let v = f64::from_bits(bits);
+            proptest::prop_assert_eq!(num(v), num_reference(v));
+            let w = k as f64 / 1000.0 - 5000.0;
+            proptest::prop_assert_eq!(num(w), num_reference(w));
+        }
     }
 
     #[test]
