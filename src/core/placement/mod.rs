@@ -27,7 +27,7 @@ mod least_resource;
 
 pub use least_resource::{ExtensibleLeastResourceUsage, LeastResourceUsage};
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
@@ -83,7 +83,10 @@ pub struct PlacementContext<'a> {
     ownership: OnceCell<Vec<BTreeMap<String, usize>>>,
     /// Per pipeline (modular, extensible) and topic kind (persistent, non-persistent): namespace → candidates.
     candidates: RefCell<[HashMap<String, Rc<Candidates>>; 4]>,
+    /// Per slot: the candidates shared by namespaces that no namespace-specific filter applies to.
+    generic_candidates: RefCell<[Option<Rc<Candidates>>; 4]>,
     lltmr_scores: OnceCell<Vec<f64>>,
+    last_index: Cell<usize>,
 }
 
 /// The filtered candidates of one namespace (and topic kind). Every filter depends only on the namespace, the
@@ -141,7 +144,9 @@ impl<'a> PlacementContext<'a> {
             now: 0,
             ownership: OnceCell::new(),
             candidates: RefCell::new(Default::default()),
+            generic_candidates: RefCell::new(Default::default()),
             lltmr_scores: OnceCell::new(),
+            last_index: Cell::new(0),
         }
     }
 
@@ -168,9 +173,30 @@ impl<'a> PlacementContext<'a> {
         if let Some(c) = self.candidates.borrow()[slot].get(ns) {
             return Rc::clone(c);
         }
-        let computed = Rc::new(match pipeline {
-            Pipeline::Modular => self.compute_candidates(bundle),
-            Pipeline::Extensible => self.compute_extensible_candidates(bundle),
+        // A namespace without isolation policy, anti-affinity group or (modular) even distribution goes through
+        // filters that depend on the topic kind and context-wide facts only: every such namespace shares one
+        // result (and so one LeastLongTermMessageRate best set).
+        let generic = self.policies.isolation_for(ns).is_none()
+            && self.policies.anti_affinity_group(ns).is_none()
+            && (pipeline == Pipeline::Extensible
+                || !(self
+                    .settings
+                    .load_balancer_distribute_bundles_evenly_enabled
+                    || ns == "pulsar/system"));
+        let shared = if generic {
+            self.generic_candidates.borrow()[slot].clone()
+        } else {
+            None
+        };
+        let computed = shared.unwrap_or_else(|| {
+            let c = Rc::new(match pipeline {
+                Pipeline::Modular => self.compute_candidates(bundle),
+                Pipeline::Extensible => self.compute_extensible_candidates(bundle),
+            });
+            if generic {
+                self.generic_candidates.borrow_mut()[slot] = Some(Rc::clone(&c));
+            }
+            c
         });
         self.candidates.borrow_mut()[slot].insert(ns.to_owned(), Rc::clone(&computed));
         computed
@@ -265,9 +291,17 @@ impl<'a> PlacementContext<'a> {
         self
     }
 
-    /// Index of a broker id.
+    /// Index of a broker id. The last answer is remembered: consecutive decisions usually name the same broker.
     pub fn index_of(&self, id: &str) -> Option<usize> {
-        self.brokers.binary_search_by(|b| b.id.cmp(id)).ok()
+        let last = self.last_index.get();
+        if self.brokers.get(last).is_some_and(|b| b.id == id) {
+            return Some(last);
+        }
+        let found = self.brokers.binary_search_by(|b| b.id.cmp(id)).ok();
+        if let Some(i) = found {
+            self.last_index.set(i);
+        }
+        found
     }
 
     /// Per broker (by index): namespace → bundles it owns or has preallocated. Built on first use.
