@@ -1,7 +1,7 @@
 //! One shedding cycle: the strategy's proposals through the common filters of `doLoadShedding` (§2.0 of the
 //! algorithms reference) and placement.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use rand::rngs::StdRng;
 
@@ -116,13 +116,21 @@ pub fn run_shedding_cycle(
     plan.skipped.extend(outcome.skipped);
     let ctx = PlacementContext::new(load, settings, policies).with_now(now);
     let transfer_shedder = strategies.shedder.kind() == ShedderKind::TransferShedder;
-    let mut planned_bundles = BTreeSet::new();
-    for c in outcome.candidates {
-        let ns = namespace_of(&c.bundle).to_owned();
-        if settings
-            .load_balancer_shedding_excluded_namespaces
-            .contains(&ns)
-        {
+    // A bundle proposed twice is planned once, at its first proposal (the checks before the duplicate check
+    // depend on the bundle alone, so "first proposal" and "first proposal passing them" coincide).
+    let first_proposal: Vec<bool> = {
+        let mut seen = HashSet::with_capacity(outcome.candidates.len());
+        outcome
+            .candidates
+            .iter()
+            .map(|c| seen.insert(c.bundle.as_str()))
+            .collect()
+    };
+    let excluded = &settings.load_balancer_shedding_excluded_namespaces;
+    plan.unloads.reserve(outcome.candidates.len());
+    for (c, first) in outcome.candidates.into_iter().zip(first_proposal) {
+        if !excluded.is_empty() && excluded.contains(namespace_of(&c.bundle)) {
+            let ns = namespace_of(&c.bundle).to_owned();
             plan.skipped.push(Skipped::new(
                 c.bundle,
                 format!("no unload: namespace {ns} is in loadBalancerSheddingExcludedNamespaces"),
@@ -136,16 +144,20 @@ pub fn run_shedding_cycle(
             ));
             continue;
         }
-        if !planned_bundles.insert(c.bundle.clone()) {
+        if !first {
             continue;
         }
         // Pulsar's extensible UnloadScheduler runs TransferShedder's decisions without the modular
         // `doLoadShedding` checks (TransferShedder's isTransferable already ran the extensible filters).
         if !transfer_shedder {
-            let source_idx = ctx.index_of(&c.source);
             let cands = ctx.candidates(&c.bundle);
             let policy_candidates = &cands.base;
-            if !policy_candidates.iter().any(|i| Some(*i) != source_idx) {
+            // Some candidate other than the source: with two distinct candidates there always is one.
+            let other = policy_candidates.len() > 1
+                || policy_candidates
+                    .first()
+                    .is_some_and(|i| ctx.brokers[*i].id != c.source);
+            if !other {
                 plan.skipped.push(Skipped::new(
                     c.bundle,
                     "no unload: the namespace policies allow no other broker",
@@ -189,11 +201,15 @@ pub fn run_shedding_cycle(
             ));
             continue;
         }
+        let mut reason = c.reason;
+        reason.reserve("; destination: ".len() + why.len());
+        reason.push_str("; destination: ");
+        reason.push_str(&why);
         plan.unloads.push(UnloadDecision {
             bundle: c.bundle,
             source: c.source,
             destination: Some(destination),
-            reason: format!("{}; destination: {why}", c.reason),
+            reason,
             strategy: name.to_owned(),
             cycle: 1,
         });

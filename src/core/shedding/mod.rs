@@ -126,17 +126,17 @@ pub(crate) fn short_rate(d: &BundleData) -> f64 {
 /// The greedy selection of ThresholdShedder and OverloadShedder: bundles by short-term throughput descending
 /// (ties by name), taken while the marked throughput is below `need` or nothing is taken yet.
 pub(crate) fn greedy_by_throughput(load: &LoadData, broker: &str, need: f64) -> Vec<(String, f64)> {
-    let mut bundles: Vec<(String, f64)> = sheddable_bundles(load, broker)
+    let mut bundles: Vec<(&String, f64)> = sheddable_bundles(load, broker)
         .into_iter()
-        .map(|(b, d)| (b.clone(), short_tp(d)))
+        .map(|(b, d)| (b, short_tp(d)))
         .collect();
-    bundles.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    bundles.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
     let mut marked = 0.0;
     let mut out = Vec::new();
     for (bundle, tp) in bundles {
         if marked < need || out.is_empty() {
             marked += tp;
-            out.push((bundle, tp));
+            out.push((bundle.clone(), tp));
         }
     }
     out
