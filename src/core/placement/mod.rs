@@ -357,9 +357,7 @@ impl Placement {
             PlacementKind::AvgShedder => Placement::AvgShedder,
             PlacementKind::LeastLongTermMessageRate => Placement::LeastLongTermMessageRate,
             PlacementKind::LeastResourceUsageWithWeight if extensible => {
-                Placement::ExtensibleLeastResourceUsageWithWeight(
-                    ExtensibleLeastResourceUsage::default(),
-                )
+                Placement::ExtensibleLeastResourceUsageWithWeight(ExtensibleLeastResourceUsage)
             }
             PlacementKind::LeastResourceUsageWithWeight => {
                 Placement::LeastResourceUsageWithWeight(LeastResourceUsage::default())

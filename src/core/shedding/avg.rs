@@ -139,8 +139,8 @@ impl Shedder for AvgShedder {
             let (under, u_score) = scored[ui];
             let (over, o_score) = scored[oi];
             let gap = o_score - u_score;
-            let hh = self.high_hits(&under).max(self.high_hits(&over));
-            let hl = self.low_hits(&under).max(self.low_hits(&over));
+            let hh = self.high_hits(under).max(self.high_hits(over));
+            let hl = self.low_hits(under).max(self.low_hits(over));
             let subject = format!("{over} -> {under}");
             let head = format!(
                 "AvgShedder: {over} score {} vs {under} {}, gap {}",
