@@ -8,7 +8,7 @@
 //! loadmgr computes the same EMAs leader-side, **once per applied report**, in
 //! [`LoadData::apply_report`](super::LoadData::apply_report): one shared value per broker that TransferShedder
 //! and the extensible placement both read, however often either runs. The weights and `h` the EMAs use are the
-//! load data's [`EmaSettings`] (Pulsar's defaults until [`LoadData::set_ema_settings`](super::LoadData) is
+//! load data's [`EmaSettings`] (Pulsar's defaults until [`LoadData::set_ema_settings`](super::LoadData::set_ema_settings) is
 //! called; the shedding cycle and assignment call it with their settings). A change applies from the next
 //! report on, as a dynamic-config change on a Pulsar broker does; a broker whose only sample was taken with the
 //! old settings is re-seeded.
