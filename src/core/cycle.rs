@@ -1,13 +1,15 @@
 //! One shedding cycle: the strategy's proposals through the common filters of `doLoadShedding` (§2.0 of the
 //! algorithms reference) and placement.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use rand::rngs::StdRng;
 
 use super::load_data::LoadData;
 use super::namespace_of;
-use super::placement::{filters, select_broker, Placement, PlacementContext, PlacementState};
+use super::placement::{
+    filters, select_broker, Pipeline, Placement, PlacementContext, PlacementState,
+};
 use super::plan::{Plan, Skipped, UnloadDecision};
 use super::policies::ClusterPolicies;
 use super::shedding::{new_shedder, Shedder, SheddingContext};
@@ -24,11 +26,18 @@ pub struct Strategies {
 }
 
 impl Strategies {
-    /// Fresh strategies of the given kinds; `extensible` selects the extensible LeastResourceUsageWithWeight.
+    /// Fresh strategies of the given kinds; `extensible` selects the extensible manager: the extensible
+    /// LeastResourceUsageWithWeight and the extensible placement pipeline.
     pub fn new(shedder: ShedderKind, placement: PlacementKind, extensible: bool) -> Self {
+        let pipeline = if extensible {
+            Pipeline::Extensible
+        } else {
+            Pipeline::Modular
+        };
         Self {
             shedder: new_shedder(shedder),
-            placement: PlacementState::new(Placement::new(placement, extensible)),
+            placement: PlacementState::new(Placement::new(placement, extensible))
+                .with_pipeline(pipeline),
         }
     }
 
@@ -56,9 +65,13 @@ impl Strategies {
 /// `loadBalancerSheddingEnabled` is off or at most one broker is known; prune recently-unloaded entries older
 /// than `loadBalancerSheddingGracePeriodMinutes`; ask the strategy; then for each proposal, in order: skip
 /// bundles of `loadBalancerSheddingExcludedNamespaces`, bundles still in their grace period, bundles whose
-/// namespace policies allow no other broker, and bundles the anti-affinity rule keeps; choose the destination
-/// (TransferShedder's transfer target as is, otherwise the placement pipeline with AvgShedder's plan) and skip
-/// when none is found or it is the current owner. Finally the strategy is told the attempt is over.
+/// namespace policies allow no other broker, and bundles the anti-affinity rule keeps (these two checks are
+/// modular only: the extensible `UnloadScheduler` runs TransferShedder's decisions without them); choose the
+/// destination (TransferShedder's transfer target as is, otherwise the placement pipeline with AvgShedder's
+/// plan) and skip when none is found or it is the current owner. Finally the strategy is told which unloads
+/// were kept and that the attempt is over.
+///
+/// The load data's extensible EMA settings are set from `settings` first ([`LoadData::set_ema_settings`]).
 ///
 /// The cycle does not record the unloads as done: the runtime calls [`LoadData::record_unload`] for each
 /// unload it completes.
@@ -70,6 +83,7 @@ pub fn run_shedding_cycle(
     now: i64,
     rng: &mut StdRng,
 ) -> Plan {
+    load.set_ema_settings(settings);
     let mut plan = Plan::default();
     let name = strategies.shedder.kind().name();
     if !(settings.load_balancer_enabled && settings.load_balancer_shedding_enabled) {
@@ -101,13 +115,22 @@ pub fn run_shedding_cycle(
     });
     plan.skipped.extend(outcome.skipped);
     let ctx = PlacementContext::new(load, settings, policies).with_now(now);
-    let mut planned_bundles = BTreeSet::new();
-    for c in outcome.candidates {
-        let ns = namespace_of(&c.bundle).to_owned();
-        if settings
-            .load_balancer_shedding_excluded_namespaces
-            .contains(&ns)
-        {
+    let transfer_shedder = strategies.shedder.kind() == ShedderKind::TransferShedder;
+    // A bundle proposed twice is planned once, at its first proposal (the checks before the duplicate check
+    // depend on the bundle alone, so "first proposal" and "first proposal passing them" coincide).
+    let first_proposal: Vec<bool> = {
+        let mut seen = HashSet::with_capacity(outcome.candidates.len());
+        outcome
+            .candidates
+            .iter()
+            .map(|c| seen.insert(c.bundle.as_str()))
+            .collect()
+    };
+    let excluded = &settings.load_balancer_shedding_excluded_namespaces;
+    plan.unloads.reserve(outcome.candidates.len());
+    for (c, first) in outcome.candidates.into_iter().zip(first_proposal) {
+        if !excluded.is_empty() && excluded.contains(namespace_of(&c.bundle)) {
+            let ns = namespace_of(&c.bundle).to_owned();
             plan.skipped.push(Skipped::new(
                 c.bundle,
                 format!("no unload: namespace {ns} is in loadBalancerSheddingExcludedNamespaces"),
@@ -121,24 +144,32 @@ pub fn run_shedding_cycle(
             ));
             continue;
         }
-        if !planned_bundles.insert(c.bundle.clone()) {
+        if !first {
             continue;
         }
-        let source_idx = ctx.index_of(&c.source);
-        let cands = ctx.candidates(&c.bundle);
-        let policy_candidates = &cands.base;
-        if !policy_candidates.iter().any(|i| Some(*i) != source_idx) {
-            plan.skipped.push(Skipped::new(
-                c.bundle,
-                "no unload: the namespace policies allow no other broker",
-            ));
-            continue;
-        }
-        if let Err(why) =
-            filters::anti_affinity_allows_unload(&ctx, &c.bundle, &c.source, policy_candidates)
-        {
-            plan.skipped.push(Skipped::new(c.bundle, why));
-            continue;
+        // Pulsar's extensible UnloadScheduler runs TransferShedder's decisions without the modular
+        // `doLoadShedding` checks (TransferShedder's isTransferable already ran the extensible filters).
+        if !transfer_shedder {
+            let cands = ctx.candidates(&c.bundle);
+            let policy_candidates = &cands.base;
+            // Some candidate other than the source: with two distinct candidates there always is one.
+            let other = policy_candidates.len() > 1
+                || policy_candidates
+                    .first()
+                    .is_some_and(|i| ctx.brokers[*i].id != c.source);
+            if !other {
+                plan.skipped.push(Skipped::new(
+                    c.bundle,
+                    "no unload: the namespace policies allow no other broker",
+                ));
+                continue;
+            }
+            if let Err(why) =
+                filters::anti_affinity_allows_unload(&ctx, &c.bundle, &c.source, policy_candidates)
+            {
+                plan.skipped.push(Skipped::new(c.bundle, why));
+                continue;
+            }
         }
         let (destination, why) = match (&c.planned, c.binding) {
             (Some(dst), true) => (dst.clone(), format!("transfer to {dst}")),
@@ -170,15 +201,20 @@ pub fn run_shedding_cycle(
             ));
             continue;
         }
+        let mut reason = c.reason;
+        reason.reserve("; destination: ".len() + why.len());
+        reason.push_str("; destination: ");
+        reason.push_str(&why);
         plan.unloads.push(UnloadDecision {
             bundle: c.bundle,
             source: c.source,
             destination: Some(destination),
-            reason: format!("{}; destination: {why}", c.reason),
+            reason,
             strategy: name.to_owned(),
             cycle: 1,
         });
     }
+    strategies.shedder.on_unloads_planned(&plan.unloads, now);
     strategies.shedder.on_unload_attempt_completed();
     plan
 }

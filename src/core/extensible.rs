@@ -2,19 +2,103 @@
 //!
 //! Pulsar's extensible brokers publish `weightedMaxEMA` and `msgThroughputEMA`, computed on the reporting
 //! broker at every report: the first report sets them to the current weighted max usage `W(b)` (five-weight
-//! form, configured weights) and `tpIn + tpOut`; later reports move them by
-//! `ema·h + (1 − h)·x` with `h = loadBalancerHistoryResourcePercentage`. Before any report Pulsar's initial
-//! `weightedMaxEMA` is 1.0. loadmgr computes the same EMAs leader-side, advancing them once per *new* report
-//! (a report whose `lastUpdate` differs from the last one seen), so calling [`ExtensibleLoadStore::observe`]
-//! several times on the same data changes nothing. A report with `lastUpdate <= 0` (unknown) is stamped with
-//! the `now` of its first observation.
+//! form, configured weights) and `tpIn + tpOut`; later reports move them by `ema·h + (1 − h)·x` with
+//! `h = loadBalancerHistoryResourcePercentage`. Before any report Pulsar's initial `weightedMaxEMA` is 1.0.
+//!
+//! loadmgr computes the same EMAs leader-side, **once per applied report**, in
+//! [`LoadData::apply_report`](super::LoadData::apply_report): one shared value per broker that TransferShedder
+//! and the extensible placement both read, however often either runs. The weights and `h` the EMAs use are the
+//! load data's [`EmaSettings`] (Pulsar's defaults until [`LoadData::set_ema_settings`](super::LoadData::set_ema_settings) is
+//! called; the shedding cycle and assignment call it with their settings). A change applies from the next
+//! report on, as a dynamic-config change on a Pulsar broker does; a broker whose only sample was taken with the
+//! old settings is re-seeded.
+//!
+//! `updatedAt` is the report's `lastUpdate`. A report without one (`lastUpdate <= 0`, as in snapshots and
+//! simulators) counts as current: readers use their own `now`, so such data never becomes outdated and never
+//! freezes.
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use super::{weighted_usage, LoadData};
 use crate::config::Settings;
+use crate::model::{LocalBrokerData, ResourceWeights};
 
-/// One broker's extensible load data.
+/// What the extensible EMAs are computed with: the five resource weights and
+/// `loadBalancerHistoryResourcePercentage`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EmaSettings {
+    /// The five-weight form's weights.
+    pub weights: ResourceWeights,
+    /// `h`, the weight of the history.
+    pub history: f64,
+}
+
+impl EmaSettings {
+    /// The settings' weights and history percentage.
+    pub fn from_settings(settings: &Settings) -> Self {
+        Self {
+            weights: settings.resource_weights(),
+            history: settings.load_balancer_history_resource_percentage,
+        }
+    }
+
+    fn usage(&self, report: &LocalBrokerData) -> f64 {
+        report.max_resource_usage_with_weight(&self.weights)
+    }
+}
+
+impl Default for EmaSettings {
+    fn default() -> Self {
+        Self::from_settings(&Settings::default())
+    }
+}
+
+/// The EMAs of one broker, advanced once per applied report.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ExtensibleEma {
+    /// EMA of the weighted max usage, fraction.
+    pub weighted_max_ema: f64,
+    /// EMA of `msgThroughputIn + msgThroughputOut`, B/s.
+    pub msg_throughput_ema: f64,
+    /// Reports folded in.
+    pub samples: u64,
+}
+
+impl Default for ExtensibleEma {
+    /// Pulsar's `BrokerLoadData` before its first update.
+    fn default() -> Self {
+        Self {
+            weighted_max_ema: 1.0,
+            msg_throughput_ema: 0.0,
+            samples: 0,
+        }
+    }
+}
+
+impl ExtensibleEma {
+    /// The data after the first report.
+    pub fn first(report: &LocalBrokerData, settings: &EmaSettings) -> Self {
+        Self::default().advanced(report, settings)
+    }
+
+    /// The data after one more report.
+    pub fn advanced(&self, report: &LocalBrokerData, settings: &EmaSettings) -> Self {
+        let w = settings.usage(report);
+        let tp = report.total_msg_throughput();
+        if self.samples == 0 {
+            return Self {
+                weighted_max_ema: w,
+                msg_throughput_ema: tp,
+                samples: 1,
+            };
+        }
+        let h = settings.history;
+        Self {
+            weighted_max_ema: self.weighted_max_ema * h + (1.0 - h) * w,
+            msg_throughput_ema: self.msg_throughput_ema * h + (1.0 - h) * tp,
+            samples: self.samples.saturating_add(1),
+        }
+    }
+}
+
+/// One broker's extensible load data as the strategies read it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BrokerLoadEma {
     /// EMA of the weighted max usage, fraction.
@@ -23,72 +107,33 @@ pub struct BrokerLoadEma {
     pub msg_throughput_ema: f64,
     /// Current `msgThroughputIn + msgThroughputOut`, B/s.
     pub msg_throughput: f64,
-    /// When the data was produced (the report's `lastUpdate`), epoch ms.
+    /// When the data was produced (the report's `lastUpdate`; `now` for a report without one), epoch ms.
     pub updated_at: i64,
-    report_stamp: i64,
 }
 
-/// Per-broker extensible load data, kept across cycles.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ExtensibleLoadStore {
-    entries: BTreeMap<String, BrokerLoadEma>,
-}
-
-impl ExtensibleLoadStore {
-    /// Advances the EMAs of brokers whose report is new and forgets brokers no longer in `load`.
-    pub fn observe(&mut self, load: &LoadData, settings: &Settings, now: i64) {
-        let h = settings.load_balancer_history_resource_percentage;
-        for (id, e) in load.brokers() {
-            let stamp = e.local.last_update;
-            let w = weighted_usage(&e.local, settings);
-            let tp = e.local.total_msg_throughput();
-            match self.entries.get_mut(id) {
-                Some(entry) if entry.report_stamp == stamp => {}
-                Some(entry) => {
-                    entry.weighted_max_ema = entry.weighted_max_ema * h + (1.0 - h) * w;
-                    entry.msg_throughput_ema = entry.msg_throughput_ema * h + (1.0 - h) * tp;
-                    entry.msg_throughput = tp;
-                    entry.updated_at = if stamp > 0 { stamp } else { now };
-                    entry.report_stamp = stamp;
-                }
-                None => {
-                    self.entries.insert(
-                        id.clone(),
-                        BrokerLoadEma {
-                            weighted_max_ema: w,
-                            msg_throughput_ema: tp,
-                            msg_throughput: tp,
-                            updated_at: if stamp > 0 { stamp } else { now },
-                            report_stamp: stamp,
-                        },
-                    );
-                }
-            }
+impl BrokerLoadEma {
+    /// The view of a broker's report and EMAs at `now`.
+    pub fn of(report: &LocalBrokerData, ema: &ExtensibleEma, now: i64) -> Self {
+        Self {
+            weighted_max_ema: ema.weighted_max_ema,
+            msg_throughput_ema: ema.msg_throughput_ema,
+            msg_throughput: report.total_msg_throughput(),
+            updated_at: if report.last_update > 0 {
+                report.last_update
+            } else {
+                now
+            },
         }
-        let alive: BTreeSet<&String> = load.brokers().map(|(id, _)| id).collect();
-        self.entries.retain(|id, _| alive.contains(id));
-    }
-
-    /// One broker's data.
-    pub fn get(&self, broker: &str) -> Option<&BrokerLoadEma> {
-        self.entries.get(broker)
-    }
-
-    /// All brokers in id order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &BrokerLoadEma)> {
-        self.entries.iter()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{LocalBrokerData, ResourceUsage};
+    use crate::core::{weighted_usage, LoadData, NoSeeds};
+    use crate::model::ResourceUsage;
 
-    #[test]
-    fn ema_advances_once_per_new_report() {
-        // BrokerLoadDataTest: weights 0.5, h = 0.75; sample 1 W = 2.0, tp = 3; sample 2 W = 1.5, tp = 11
-        // → weightedMaxEMA 1.875, msgThroughputEMA 5.
+    fn brokerloaddata_test_settings() -> Settings {
         let mut s = Settings::default();
         s.load_balancer_cpu_resource_weight = 0.5;
         s.load_balancer_memory_resource_weight = 0.5;
@@ -96,7 +141,16 @@ mod tests {
         s.load_balancer_bandwidth_in_resource_weight = 0.5;
         s.load_balancer_bandwidth_out_resource_weight = 0.5;
         s.load_balancer_history_resource_percentage = 0.75;
+        s
+    }
+
+    #[test]
+    fn ema_advances_once_per_applied_report() {
+        // BrokerLoadDataTest: weights 0.5, h = 0.75; sample 1 W = 2.0, tp = 3; sample 2 W = 1.5, tp = 11
+        // → weightedMaxEMA 1.875, msgThroughputEMA 5.
+        let s = brokerloaddata_test_settings();
         let mut ld = LoadData::new();
+        ld.set_ema_settings(&s);
         let r1 = LocalBrokerData {
             cpu: ResourceUsage::new(400.0, 100.0),
             msg_throughput_in: 1.0,
@@ -104,16 +158,8 @@ mod tests {
             last_update: 1000,
             ..Default::default()
         };
-        ld.insert_broker("b1", r1.clone());
-        let mut store = ExtensibleLoadStore::default();
-        store.observe(&ld, &s, 5000);
-        assert_eq!(store.get("b1").unwrap().weighted_max_ema, 2.0);
-        store.observe(&ld, &s, 6000);
-        assert_eq!(
-            store.get("b1").unwrap().weighted_max_ema,
-            2.0,
-            "same report, no new sample"
-        );
+        ld.apply_report("b1", r1.clone(), &NoSeeds);
+        assert_eq!(ld.broker("b1").unwrap().extensible.weighted_max_ema, 2.0);
         let r2 = LocalBrokerData {
             cpu: ResourceUsage::new(300.0, 100.0),
             msg_throughput_in: 5.0,
@@ -121,13 +167,38 @@ mod tests {
             last_update: 2000,
             ..r1
         };
-        ld.insert_broker("b1", r2);
-        store.observe(&ld, &s, 7000);
-        let e = store.get("b1").unwrap();
+        ld.apply_report("b1", r2, &NoSeeds);
+        let e = ld.extensible_load("b1", 9000).unwrap();
         assert_eq!(e.weighted_max_ema, 1.875);
         assert_eq!(e.msg_throughput_ema, 5.0);
+        assert_eq!(e.msg_throughput, 11.0);
         assert_eq!(e.updated_at, 2000);
-        store.observe(&LoadData::new(), &s, 8000);
-        assert!(store.get("b1").is_none());
+        ld.remove_broker("b1");
+        assert!(ld.extensible_load("b1", 9000).is_none());
+    }
+
+    #[test]
+    fn settings_change_reseeds_single_samples_only() {
+        let s = brokerloaddata_test_settings();
+        let r = LocalBrokerData {
+            cpu: ResourceUsage::new(400.0, 100.0),
+            ..Default::default()
+        };
+        let mut ld = LoadData::new();
+        ld.insert_broker("one", r.clone());
+        ld.apply_report("two", r.clone(), &NoSeeds);
+        ld.apply_report("two", r.clone(), &NoSeeds);
+        // Default weights (cpu 1): W = 4.0 for both.
+        assert_eq!(ld.broker("one").unwrap().extensible.weighted_max_ema, 4.0);
+        ld.set_ema_settings(&s);
+        // One sample: re-seeded with cpu weight 0.5. Two samples: history kept.
+        assert_eq!(ld.broker("one").unwrap().extensible.weighted_max_ema, 2.0);
+        assert_eq!(ld.broker("two").unwrap().extensible.weighted_max_ema, 4.0);
+        ld.apply_report("two", r, &NoSeeds);
+        assert_eq!(
+            ld.broker("two").unwrap().extensible.weighted_max_ema,
+            4.0 * 0.75 + 0.25 * 2.0
+        );
+        assert_eq!(weighted_usage(&ld.broker("two").unwrap().local, &s), 2.0);
     }
 }

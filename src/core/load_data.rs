@@ -7,10 +7,14 @@
 //! * adds one sample to both windows of every bundle the report lists in `lastStats` (a bundle not yet known is
 //!   first seeded from the stored `BundleData`, else from the resource quota with "ample history", else from
 //!   the defaults of 50 msg/s and 50000 B/s each way with no samples — see [`SeedSource`]);
-//! * drops the data of bundles that were in this broker's previous report, are not in this one and are listed
-//!   by no other broker ("vanished");
+//! * drops the data of bundles that no broker's `lastStats` lists any more (Pulsar's `updateBundleData`): those
+//!   this broker listed before and no other broker lists ("vanished"), stored or assigned bundles nobody has
+//!   reported — except bundles still preallocated, whose data Pulsar keeps in the preallocation until it goes;
 //! * drops preallocations of this broker that the report now lists;
 //! * recomputes this broker's [`TimeAverageBrokerData`] from its bundles (defaults for unknown ones).
+//! * advances this broker's extensible EMAs (`weightedMaxEMA`, `msgThroughputEMA`) by this report, with the
+//!   load data's [`EmaSettings`](super::extensible) — the one copy TransferShedder and the
+//!   extensible placement read ([`crate::core::extensible`]).
 //!
 //! Its cost is proportional to the size of that report (old and new), never to the cluster.
 //!
@@ -22,6 +26,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use super::extensible::{BrokerLoadEma, EmaSettings, ExtensibleEma};
+use crate::config::Settings;
 use crate::model::{
     BundleData, LocalBrokerData, NamespaceBundleStats, ResourceQuota, TimeAverageBrokerData,
 };
@@ -86,6 +92,9 @@ pub struct BrokerEntry {
     pub time_average: TimeAverageBrokerData,
     /// Bundles assigned to it that its report does not list yet.
     pub preallocated: BTreeSet<String>,
+    /// The extensible manager's EMAs (`weightedMaxEMA`, `msgThroughputEMA`), advanced once per applied report
+    /// ([`crate::core::extensible`]).
+    pub extensible: ExtensibleEma,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -104,6 +113,10 @@ pub struct LoadData {
     /// Bundle → epoch ms of its last unload; entries older than the grace period are pruned by the cycle.
     pub recently_unloaded: BTreeMap<String, i64>,
     preallocated: BTreeMap<String, String>,
+    /// Bundles with data that no broker's `lastStats` lists (stored seeds, assignments not reported yet, the
+    /// last lister gone): dropped at the next report or broker removal unless preallocated.
+    unlisted: BTreeSet<String>,
+    ema_settings: EmaSettings,
 }
 
 impl LoadData {
@@ -125,6 +138,7 @@ impl LoadData {
             ..Default::default()
         };
         for (name, bd) in bundle_data {
+            data.unlisted.insert(name.clone());
             data.bundles.insert(
                 name,
                 BundleEntry {
@@ -151,12 +165,14 @@ impl LoadData {
                 Some(t) => t,
                 None => data.compute_time_average(&local),
             };
+            let extensible = ExtensibleEma::first(&local, &data.ema_settings);
             data.brokers.insert(
                 id,
                 BrokerEntry {
                     local,
                     time_average,
                     preallocated: BTreeSet::new(),
+                    extensible,
                 },
             );
         }
@@ -173,9 +189,14 @@ impl LoadData {
         t
     }
 
-    /// Applies one broker's report (see the module docs). Cost: O(size of the old and new report).
+    /// Applies one broker's report (see the module docs) and advances the broker's extensible EMAs by this
+    /// report. Cost: O(size of the old and new report).
     pub fn apply_report(&mut self, broker: &str, report: LocalBrokerData, seeds: &dyn SeedSource) {
         let old = self.brokers.remove(broker);
+        let extensible = match &old {
+            Some(o) => o.extensible.advanced(&report, &self.ema_settings),
+            None => ExtensibleEma::first(&report, &self.ema_settings),
+        };
         for (bundle, stats) in &report.last_stats {
             let listed_before = old
                 .as_ref()
@@ -204,7 +225,7 @@ impl LoadData {
                 if let Some(e) = self.bundles.get_mut(bundle) {
                     e.reporters = e.reporters.saturating_sub(1);
                     if e.reporters == 0 {
-                        self.bundles.remove(bundle);
+                        self.unlisted.insert(bundle.clone());
                     }
                 }
             }
@@ -225,8 +246,55 @@ impl LoadData {
                 local: report,
                 time_average,
                 preallocated,
+                extensible,
             },
         );
+        self.prune_unlisted();
+    }
+
+    /// Pulsar's "bundle data only for bundles some broker lists" (`updateBundleData`): drops the data of unlisted
+    /// bundles that are not preallocated (Pulsar's preallocation keeps its own copy until it goes).
+    fn prune_unlisted(&mut self) {
+        let bundles = &mut self.bundles;
+        let preallocated = &self.preallocated;
+        self.unlisted.retain(|b| {
+            if !bundles.get(b).is_some_and(|e| e.reporters == 0) {
+                return false;
+            }
+            if preallocated.contains_key(b) {
+                return true;
+            }
+            bundles.remove(b);
+            false
+        });
+    }
+
+    /// Sets the weights and history percentage of the extensible EMAs. Brokers whose only sample was taken with
+    /// other settings are re-seeded from their report; longer histories are kept and move with the new settings
+    /// from the next report on (as on a Pulsar broker whose dynamic config changed).
+    pub fn set_ema_settings(&mut self, settings: &Settings) {
+        let new = EmaSettings::from_settings(settings);
+        if new == self.ema_settings {
+            return;
+        }
+        self.ema_settings = new;
+        for e in self.brokers.values_mut() {
+            if e.extensible.samples <= 1 {
+                e.extensible = ExtensibleEma::first(&e.local, &new);
+            }
+        }
+    }
+
+    /// The settings the extensible EMAs are computed with.
+    pub fn ema_settings(&self) -> &EmaSettings {
+        &self.ema_settings
+    }
+
+    /// One broker's extensible load data as read at `now` (a report without `lastUpdate` counts as current).
+    pub fn extensible_load(&self, broker: &str, now: i64) -> Option<BrokerLoadEma> {
+        self.brokers
+            .get(broker)
+            .map(|e| BrokerLoadEma::of(&e.local, &e.extensible, now))
     }
 
     /// Pulsar's full `updateBundleData` pass: one sample for every bundle of every broker's last report, then
@@ -246,19 +314,20 @@ impl LoadData {
         }
     }
 
-    /// Drops a broker that vanished: its bundles lose a reporter (and their data when no one else lists them)
-    /// and preallocations pointing at it are reaped.
+    /// Drops a broker that vanished: its bundles lose a reporter, preallocations pointing at it are reaped, and
+    /// the data of bundles no broker lists and nobody has preallocated goes.
     pub fn remove_broker(&mut self, broker: &str) -> Option<BrokerEntry> {
         let entry = self.brokers.remove(broker)?;
         for bundle in entry.local.last_stats.keys() {
             if let Some(e) = self.bundles.get_mut(bundle) {
                 e.reporters = e.reporters.saturating_sub(1);
                 if e.reporters == 0 {
-                    self.bundles.remove(bundle);
+                    self.unlisted.insert(bundle.clone());
                 }
             }
         }
         self.preallocated.retain(|_, b| b != broker);
+        self.prune_unlisted();
         Some(entry)
     }
 
@@ -331,7 +400,8 @@ impl LoadData {
         self.brokers.get_mut(id)
     }
 
-    /// Inserts or replaces a broker entry as is (no aggregation; tests and snapshots).
+    /// Inserts or replaces a broker entry as is (no aggregation; tests and snapshots); its extensible EMAs start
+    /// from this report.
     pub fn insert_broker(&mut self, id: &str, local: LocalBrokerData) {
         let time_average = self.compute_time_average(&local);
         for bundle in local.last_stats.keys() {
@@ -343,12 +413,14 @@ impl LoadData {
                 })
                 .reporters += 1;
         }
+        let extensible = ExtensibleEma::first(&local, &self.ema_settings);
         self.brokers.insert(
             id.to_owned(),
             BrokerEntry {
                 local,
                 time_average,
                 preallocated: BTreeSet::new(),
+                extensible,
             },
         );
     }
@@ -363,13 +435,15 @@ impl LoadData {
         self.bundles.get(name).map(|e| &e.data)
     }
 
-    /// Sets a bundle's data as is (tests, snapshots).
+    /// Sets a bundle's data as is (tests, snapshots, assignments). Data of a bundle that no broker lists and
+    /// that is not preallocated is dropped at the next report or broker removal.
     pub fn set_bundle(&mut self, name: &str, data: BundleData) {
         match self.bundles.get_mut(name) {
             Some(e) => e.data = data,
             None => {
                 self.bundles
                     .insert(name.to_owned(), BundleEntry { data, reporters: 0 });
+                self.unlisted.insert(name.to_owned());
             }
         }
     }
@@ -519,6 +593,39 @@ mod tests {
         assert!(ld.broker("b1:8080").unwrap().preallocated.is_empty());
         ld.remove_broker("b2:8080");
         assert_eq!(ld.preallocation("t/n/y"), None);
+    }
+
+    #[test]
+    fn bundle_data_no_broker_lists_is_dropped_once_not_preallocated() {
+        // Pulsar's updateBundleData keeps only the bundle data some broker's lastStats lists (the preallocated
+        // copy lives on until the preallocation goes).
+        let mut ld = LoadData::new();
+        ld.apply_report("b1:8080", report(&[("t/n/a", 1.0)]), &NoSeeds);
+        ld.apply_report("b2:8080", report(&[]), &NoSeeds);
+        // An assignment creates default data and preallocates; the broker dies before it reports the bundle.
+        ld.set_bundle("t/n/x", BundleData::default());
+        ld.preallocate("t/n/x", "b2:8080");
+        ld.apply_report("b1:8080", report(&[("t/n/a", 1.0)]), &NoSeeds);
+        assert!(ld.bundle("t/n/x").is_some(), "still preallocated");
+        ld.remove_broker("b2:8080");
+        assert!(ld.bundle("t/n/x").is_none(), "nobody lists it any more");
+        // Stored data of a bundle nobody lists goes at the next report.
+        ld.set_bundle("t/n/stored", BundleData::default());
+        ld.apply_report("b1:8080", report(&[("t/n/a", 1.0)]), &NoSeeds);
+        assert!(ld.bundle("t/n/stored").is_none());
+        assert_eq!(ld.bundle_names(), ["t/n/a"]);
+        // A preallocated bundle whose last lister drops it keeps its data while preallocated.
+        ld.apply_report("b3:8080", report(&[("t/n/y", 1.0)]), &NoSeeds);
+        ld.preallocate("t/n/y", "b1:8080");
+        ld.apply_report("b3:8080", report(&[]), &NoSeeds);
+        assert!(ld.bundle("t/n/y").is_some());
+        ld.apply_report(
+            "b1:8080",
+            report(&[("t/n/a", 1.0), ("t/n/y", 1.0)]),
+            &NoSeeds,
+        );
+        assert_eq!(ld.preallocation("t/n/y"), None);
+        assert!(ld.bundle("t/n/y").is_some());
     }
 
     #[test]

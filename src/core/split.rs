@@ -7,10 +7,18 @@
 //! * a candidate when `topics > loadBalancerNamespaceBundleMaxTopics`, or
 //!   `loadBalancerNamespaceBundleMaxSessions > 0` and producers + consumers exceed it, or the rate exceeds
 //!   `loadBalancerNamespaceBundleMaxMsgRate`, or the throughput exceeds
-//!   `loadBalancerNamespaceBundleMaxBandwidthMbytes` MiB/s;
-//! * and only while the namespace's bundle count plus the splits already chosen for it stays below
-//!   `loadBalancerNamespaceMaximumBundles`. The count comes from the namespace's boundaries when known, else
-//!   from the distinct bundles of that namespace in the load data.
+//!   `loadBalancerNamespaceBundleMaxBandwidthMbytes` MiB/s.
+//!
+//! Candidates are keyed by bundle, as Pulsar's `Map<bundle, broker>`: a bundle listed by several brokers (the old
+//! owner's stale report after an unload and the new owner's) is split once, for the last broker (id order) whose
+//! listing passed. Then, in bundle-name order, a candidate is split only while the namespace's bundle count plus
+//! the splits already planned for it stays below `loadBalancerNamespaceMaximumBundles`. The count comes from the
+//! namespace's boundaries when known, else from the distinct bundles of that namespace in the load data.
+//!
+//! **Fixed Java quirk:** Pulsar counts a candidate towards that quota as soon as it passes the thresholds (and
+//! again for a second listing of the same bundle), before `canSplitBundle` and the "bundle no longer exists"
+//! check; an unsplittable candidate can so use up the namespace's last slot and nothing is split. loadmgr counts
+//! only the splits it plans.
 //!
 //! Then the bundle must be splittable (`upper − lower > 1`) and, when the namespace's boundaries are known, be
 //! one of them. Boundaries come from `defaultNamespaceBundleSplitAlgorithm` (Pulsar's admin call passes no
@@ -72,8 +80,9 @@ pub fn find_bundles_to_split(
             known_per_ns.entry(namespace_of(b)).or_default().insert(b);
         }
     }
-    let mut chosen_per_ns: BTreeMap<String, usize> = BTreeMap::new();
-    let ctx = PlacementContext::new(load, settings, policies);
+    // Pulsar's `bundleCache.put(bundle, broker)`: one candidate per bundle; when several brokers list it (a stale
+    // report after an unload), the last one in broker-id order wins.
+    let mut candidates: BTreeMap<&str, (&String, String)> = BTreeMap::new();
     for (broker, e) in load.brokers() {
         for (bundle, stats) in &e.local.last_stats {
             if stats.topics < 2 {
@@ -110,90 +119,95 @@ pub fn find_bundles_to_split(
             } else {
                 continue;
             };
-            let ns = namespace_of(bundle);
-            let count = policies
-                .bundle_count(ns)
-                .unwrap_or_else(|| known_per_ns.get(ns).map_or(1, BTreeSet::len));
-            let already = chosen_per_ns.get(ns).copied().unwrap_or(0);
-            if count + already >= max_bundles {
-                plan.skipped.push(Skipped::new(
-                    bundle.clone(),
+            candidates.insert(bundle.as_str(), (broker, why));
+        }
+    }
+    let mut chosen_per_ns: BTreeMap<String, usize> = BTreeMap::new();
+    let ctx = PlacementContext::new(load, settings, policies);
+    for (bundle, (broker, why)) in candidates {
+        let ns = namespace_of(bundle);
+        let count = policies
+            .bundle_count(ns)
+            .unwrap_or_else(|| known_per_ns.get(ns).map_or(1, BTreeSet::len));
+        let already = chosen_per_ns.get(ns).copied().unwrap_or(0);
+        if count + already >= max_bundles {
+            plan.skipped.push(Skipped::new(
+                    bundle.to_owned(),
                     format!("no split: {why}, but namespace {ns} has {count} bundles (+{already} splitting) >= loadBalancerNamespaceMaximumBundles {max_bundles}"),
                 ));
-                continue;
-            }
-            let name = match BundleName::parse(bundle) {
-                Ok(n) => n,
-                Err(err) => {
-                    plan.skipped.push(Skipped::new(
-                        bundle.clone(),
-                        format!("no split: {why}, but {err}"),
-                    ));
-                    continue;
-                }
-            };
-            let range = name.range();
-            if !range.splittable() {
+            continue;
+        }
+        let name = match BundleName::parse(bundle) {
+            Ok(n) => n,
+            Err(err) => {
                 plan.skipped.push(Skipped::new(
-                    bundle.clone(),
-                    format!("no split: {why}, but the range holds one hash value"),
+                    bundle.to_owned(),
+                    format!("no split: {why}, but {err}"),
                 ));
                 continue;
             }
-            if let Some(nb) = policies.namespaces.get(ns).and_then(|p| p.bundles.as_ref()) {
-                if !nb.contains_range(range) {
-                    plan.skipped.push(Skipped::new(
-                        bundle.clone(),
-                        format!("no split: {why}, but the bundle no longer exists"),
-                    ));
-                    continue;
-                }
-            }
-            let algorithm = s.default_namespace_bundle_split_algorithm;
-            let boundaries = match boundaries(range, algorithm, bundle, topics, s) {
-                Ok(b) => b,
-                Err(reason) => {
-                    plan.skipped.push(Skipped::new(
-                        bundle.clone(),
-                        format!("no split: {why}, but {reason}"),
-                    ));
-                    continue;
-                }
-            };
-            *chosen_per_ns.entry(ns.to_owned()).or_insert(0) += 1;
-            let unload_children = s.load_balancer_auto_unload_split_bundles_enabled && {
-                let (c, _) = filters::namespace_policy_candidates(&ctx, bundle);
-                let src = ctx.index_of(broker);
-                c.iter().any(|i| Some(*i) != src)
-                    && filters::anti_affinity_allows_unload(&ctx, bundle, broker, &c).is_ok()
-            };
-            plan.splits.push(SplitDecision {
-                bundle: bundle.clone(),
-                broker: broker.clone(),
-                boundaries: boundaries.iter().map(|b| format_hash(*b)).collect(),
-                algorithm: algorithm.name().to_owned(),
-                unload_children,
-                reason: format!(
-                    "split: {why}; {}",
-                    if boundaries.is_empty() {
-                        format!(
-                            "{} boundaries computed by the owner from its topics",
-                            algorithm.name()
-                        )
-                    } else {
-                        format!(
-                            "{} at {}",
-                            algorithm.name(),
-                            boundaries
-                                .iter()
-                                .map(|b| format_hash(*b))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )
-                    }
-                ),
-            });
+        };
+        let range = name.range();
+        if !range.splittable() {
+            plan.skipped.push(Skipped::new(
+                bundle.to_owned(),
+                format!("no split: {why}, but the range holds one hash value"),
+            ));
+            continue;
         }
+        if let Some(nb) = policies.namespaces.get(ns).and_then(|p| p.bundles.as_ref()) {
+            if !nb.contains_range(range) {
+                plan.skipped.push(Skipped::new(
+                    bundle.to_owned(),
+                    format!("no split: {why}, but the bundle no longer exists"),
+                ));
+                continue;
+            }
+        }
+        let algorithm = s.default_namespace_bundle_split_algorithm;
+        let boundaries = match boundaries(range, algorithm, bundle, topics, s) {
+            Ok(b) => b,
+            Err(reason) => {
+                plan.skipped.push(Skipped::new(
+                    bundle.to_owned(),
+                    format!("no split: {why}, but {reason}"),
+                ));
+                continue;
+            }
+        };
+        *chosen_per_ns.entry(ns.to_owned()).or_insert(0) += 1;
+        let unload_children = s.load_balancer_auto_unload_split_bundles_enabled && {
+            let (c, _) = filters::namespace_policy_candidates(&ctx, bundle);
+            let src = ctx.index_of(broker);
+            c.iter().any(|i| Some(*i) != src)
+                && filters::anti_affinity_allows_unload(&ctx, bundle, broker, &c).is_ok()
+        };
+        plan.splits.push(SplitDecision {
+            bundle: bundle.to_owned(),
+            broker: broker.clone(),
+            boundaries: boundaries.iter().map(|b| format_hash(*b)).collect(),
+            algorithm: algorithm.name().to_owned(),
+            unload_children,
+            reason: format!(
+                "split: {why}; {}",
+                if boundaries.is_empty() {
+                    format!(
+                        "{} boundaries computed by the owner from its topics",
+                        algorithm.name()
+                    )
+                } else {
+                    format!(
+                        "{} at {}",
+                        algorithm.name(),
+                        boundaries
+                            .iter()
+                            .map(|b| format_hash(*b))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            ),
+        });
     }
     plan
 }
@@ -369,6 +383,62 @@ mod tests {
                 .splits
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_bundle_listed_by_two_brokers_is_split_once_by_the_last_lister() {
+        // After an unload the old owner's stale report and the new owner's report both list the bundle.
+        let name = "t/n/0x00000000_0x80000000";
+        let mut ld = LoadData::new();
+        for b in ["a:8080", "b:8080"] {
+            let mut r = LocalBrokerData::default();
+            r.last_stats.insert(
+                name.into(),
+                NamespaceBundleStats {
+                    topics: 1500,
+                    ..Default::default()
+                },
+            );
+            ld.insert_broker(b, r);
+        }
+        let plan = find_bundles_to_split(
+            &ld,
+            &Settings::default(),
+            &ClusterPolicies::none(),
+            &SplitTopics::new(),
+        );
+        assert_eq!(plan.splits.len(), 1, "{:?}", plan.splits);
+        // Pulsar's `bundleCache.put(bundle, broker)`: the last broker (id order here) wins.
+        assert_eq!(plan.splits[0].broker, "b:8080");
+    }
+
+    #[test]
+    fn an_unsplittable_candidate_does_not_use_up_the_namespace_quota() {
+        // 127 bundles, maximum 128: the first candidate holds one hash value and cannot be split; the quota goes
+        // to the second (Pulsar counts the first and splits nothing; see "Java bugs fixed" in core/mod.rs).
+        let mut boundaries: Vec<u64> = vec![0, 1];
+        boundaries.extend((1..126u64).map(|i| i * 0x0200_0000));
+        boundaries.push(0xffff_ffff);
+        let nb = NamespaceBundles::from_boundaries(boundaries).unwrap();
+        assert_eq!(nb.len(), 127);
+        let ld = load(&[
+            ("ten/ns/0x00000000_0x00000001", 1500, 0.0),
+            ("ten/ns/0x02000000_0x04000000", 1500, 0.0),
+        ]);
+        let mut s = Settings::default();
+        s.load_balancer_namespace_maximum_bundles = 128;
+        let mut policies = ClusterPolicies::none();
+        policies.namespaces.insert(
+            "ten/ns".into(),
+            NamespacePolicy {
+                bundles: Some(nb),
+                anti_affinity_group: None,
+            },
+        );
+        let plan = find_bundles_to_split(&ld, &s, &policies, &SplitTopics::new());
+        let split: Vec<&str> = plan.splits.iter().map(|d| d.bundle.as_str()).collect();
+        assert_eq!(split, ["ten/ns/0x02000000_0x04000000"]);
+        assert!(plan.skipped[0].reason.contains("holds one hash value"));
     }
 
     #[test]

@@ -6,8 +6,8 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use super::placement::{filters, PlacementContext};
-use super::policies::IsolationPolicy;
+use super::placement::{self, filters, PlacementContext};
+use super::policies::{IsolationPolicy, NamespacePolicy};
 use super::*;
 use crate::config::{PlacementKind, Settings, ShedderKind};
 use crate::model::{BundleData, LocalBrokerData, ResourceUsage, MODULAR_LOAD_MANAGER_CLASS};
@@ -224,6 +224,188 @@ fn transfer_shedder_in_the_cycle_keeps_its_destination() {
             .ends_with("destination: transfer to broker-1:8080"),
         "{}",
         plan.unloads[0].reason
+    );
+}
+
+fn extensible() -> Strategies {
+    Strategies::new(
+        ShedderKind::TransferShedder,
+        PlacementKind::LeastResourceUsageWithWeight,
+        true,
+    )
+}
+
+#[test]
+fn extensible_assignment_has_no_even_distribution_step() {
+    // a is idle and owns three `pulsar/system` bundles, b is at 50 % and owns none. The modular pipeline narrows
+    // a `pulsar/system` bundle to the brokers owning the fewest of the namespace (b); Pulsar's extensible
+    // selectAsync has no such step, and LeastResourceUsageWithWeight picks a (0 + 10 % <= avg 25 %).
+    let sys = [
+        "pulsar/system/0x00000000_0x40000000",
+        "pulsar/system/0x40000000_0x80000000",
+        "pulsar/system/0x80000000_0xc0000000",
+    ];
+    let mut ld = LoadData::new();
+    ld.insert_broker("a:8080", broker(0.0, 0.0, &sys));
+    ld.insert_broker("b:8080", broker(50.0, 0.0, &[]));
+    let mut st = extensible();
+    let a = placement::assign_bundle(
+        &mut ld,
+        &Settings::default(),
+        &ClusterPolicies::none(),
+        &mut st.placement,
+        "pulsar/system/0xc0000000_0xffffffff",
+        &mut StdRng::seed_from_u64(1),
+    )
+    .unwrap();
+    assert_eq!(a.broker, "a:8080", "{}", a.reason);
+}
+
+#[test]
+fn extensible_assignment_keeps_its_pick_when_it_is_overloaded() {
+    // a at 90 % is the only broker left after BrokerMaxTopicCountFilter (b has 60000 topics). The modular
+    // overload re-check would draw again over the policy candidates and bring b back; Pulsar keeps a.
+    let mut ld = LoadData::new();
+    ld.insert_broker("a:8080", broker(90.0, 0.0, &[]));
+    let mut b = broker(0.0, 0.0, &[]);
+    b.num_topics = 60_000;
+    ld.insert_broker("b:8080", b);
+    let mut st = extensible();
+    let a = placement::assign_bundle(
+        &mut ld,
+        &Settings::default(),
+        &ClusterPolicies::none(),
+        &mut st.placement,
+        "t/n/0x00000000_0xffffffff",
+        &mut StdRng::seed_from_u64(1),
+    )
+    .unwrap();
+    assert_eq!(a.broker, "a:8080", "{}", a.reason);
+}
+
+/// TransferShedderTest's shape: cpu 2, 4, 6, 80, 90 %, two bundles each, one namespace per broker.
+fn transfer_cluster() -> LoadData {
+    let mut ld = LoadData::new();
+    for (i, cpu, l1, l2) in [
+        (1, 2.0, 1e6, 2e6),
+        (2, 4.0, 1e6, 3e6),
+        (3, 6.0, 2e6, 4e6),
+        (4, 80.0, 2e6, 6e6),
+        (5, 90.0, 2e6, 7e6),
+    ] {
+        let mut b = broker(cpu, 0.0, &[]);
+        for (range, tp) in [("0x00000000_0x0fffffff", l1), ("0x0fffffff_0xffffffff", l2)] {
+            let name = format!("t/ns{i}/{range}");
+            b.last_stats.insert(
+                name.clone(),
+                crate::model::NamespaceBundleStats {
+                    msg_throughput_out: tp,
+                    ..Default::default()
+                },
+            );
+            b.bundles.insert(name);
+        }
+        b.msg_throughput_in = 0.0;
+        b.msg_throughput_out = l1 + l2;
+        ld.insert_broker(&format!("broker{i}:8080"), b);
+    }
+    ld
+}
+
+#[test]
+fn transfer_shedder_decisions_skip_the_modular_unload_checks() {
+    // Every broker owns one namespace of anti-affinity group g and shedding bundles with policies is on. The
+    // modular shouldAntiAffinityNamespaceUnload would refuse every move (all candidates own the least, 1);
+    // Pulsar's extensible UnloadScheduler runs TransferShedder's decisions as they are.
+    let mut ld = transfer_cluster();
+    let mut p = ClusterPolicies::none();
+    for i in 1..=5 {
+        p.namespaces.insert(
+            format!("t/ns{i}"),
+            NamespacePolicy {
+                bundles: None,
+                anti_affinity_group: Some("g".into()),
+            },
+        );
+    }
+    let mut s = Settings::default();
+    s.load_balancer_shedding_condition_hit_count_threshold = 0;
+    s.load_balancer_shedding_bundles_with_policies_enabled = true;
+    let plan = cycle(&mut ld, &s, &p, &mut extensible());
+    let moved: Vec<(&str, &str)> = plan
+        .unloads
+        .iter()
+        .map(|u| (u.source.as_str(), u.destination.as_deref().unwrap()))
+        .collect();
+    assert_eq!(
+        moved,
+        [
+            ("broker5:8080", "broker1:8080"),
+            ("broker4:8080", "broker2:8080")
+        ],
+        "{:?}",
+        plan.skipped
+    );
+}
+
+#[test]
+fn a_source_whose_unload_the_cycle_dropped_is_not_in_cool_down() {
+    // Transfer disabled: x (55 %) offloads a small bundle to be placed by the cycle; m (50 %, no traffic) is
+    // underloaded. No broker is 10 % below the average, so placement draws among both and picks x, the owner:
+    // the unload is dropped. Pulsar records a broker in recentlyUnloadedBrokers only when an unload of it
+    // completes, so the next cycle must not abort with CoolDown for x.
+    let mut ld = LoadData::new();
+    let mut x = broker(55.0, 0.0, &[]);
+    for (range, tp) in [
+        ("0x00000000_0x80000000", 1e4),
+        ("0x80000000_0xffffffff", 99e4),
+    ] {
+        let name = format!("t/x/{range}");
+        x.last_stats.insert(
+            name.clone(),
+            crate::model::NamespaceBundleStats {
+                msg_throughput_out: tp,
+                ..Default::default()
+            },
+        );
+        x.bundles.insert(name);
+    }
+    x.msg_throughput_in = 0.0;
+    x.msg_throughput_out = 1e6;
+    ld.insert_broker("x:8080", x);
+    let mut m = broker(50.0, 0.0, &[]);
+    m.msg_throughput_in = 0.0;
+    m.msg_throughput_out = 0.0;
+    ld.insert_broker("m:8080", m);
+    let mut s = Settings::default();
+    s.load_balancer_shedding_condition_hit_count_threshold = 0;
+    s.load_balancer_transfer_enabled = false;
+    let p = ClusterPolicies::none();
+    let mut st = extensible();
+    let first = cycle(&mut ld, &s, &p, &mut st);
+    assert!(first.unloads.is_empty(), "{:?}", first.unloads);
+    assert!(
+        first.skipped.iter().any(|k| k
+            .reason
+            .contains("placement chose the current owner x:8080")),
+        "{:?}",
+        first.skipped
+    );
+    let second = run_shedding_cycle(
+        &mut ld,
+        &s,
+        &p,
+        &mut st,
+        NOW + 60_000,
+        &mut StdRng::seed_from_u64(3),
+    );
+    assert!(
+        second
+            .skipped
+            .iter()
+            .all(|k| !k.reason.contains("CoolDown")),
+        "{:?}",
+        second.skipped
     );
 }
 

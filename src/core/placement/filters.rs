@@ -2,6 +2,7 @@
 //! its order. Each works on a candidate list of broker indices into [`PlacementContext::brokers`] (broker-id
 //! order) and returns a note for the reason text.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use super::PlacementContext;
@@ -13,13 +14,25 @@ pub fn namespace_policy_candidates(
     ctx: &PlacementContext<'_>,
     bundle: &str,
 ) -> (Vec<usize>, String) {
+    namespace_policy_candidates_among(ctx, bundle, 0..ctx.brokers.len())
+}
+
+/// `applyNamespacePolicies` over the given brokers only (ascending indices), as the extensible
+/// `BrokerIsolationPoliciesFilter` applies it to what the earlier filters left: the `min_available` fail-over
+/// counts the primaries among them.
+pub fn namespace_policy_candidates_among(
+    ctx: &PlacementContext<'_>,
+    bundle: &str,
+    among: impl IntoIterator<Item = usize>,
+) -> (Vec<usize>, String) {
     let ns = namespace_of(bundle);
     let non_persistent = ctx.policies.non_persistent_bundles.contains(bundle);
     match ctx.policies.isolation_for(ns) {
         Some(policy) => {
             let mut primaries = Vec::new();
             let mut secondaries = Vec::new();
-            for (i, b) in ctx.brokers.iter().enumerate() {
+            for i in among {
+                let b = &ctx.brokers[i];
                 if policy.is_primary(b.host) {
                     primaries.push(i);
                 } else if policy.is_secondary(b.host) {
@@ -48,19 +61,17 @@ pub fn namespace_policy_candidates(
             (primaries, note)
         }
         None => {
-            let list: Vec<usize> = ctx
-                .brokers
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| {
-                    if non_persistent {
+            let list: Vec<usize> = among
+                .into_iter()
+                .filter(|i| {
+                    let b = &ctx.brokers[*i];
+                    let capable = if non_persistent {
                         b.non_persistent
                     } else {
                         b.persistent
-                    }
+                    };
+                    capable && b.shared
                 })
-                .filter(|(_, b)| b.shared)
-                .map(|(i, _)| i)
                 .collect();
             (list, String::new())
         }
@@ -85,6 +96,24 @@ pub fn filter_max_topics(
     let dropped = candidates.len() - kept.len();
     *candidates = kept;
     Some(format!("{dropped} broker(s) over {max} topics"))
+}
+
+/// The extensible `BrokerMaxTopicCountFilter`: drop brokers whose reported topic count (`BrokerLoadData.topics`,
+/// no preallocations) is at least `loadBalancerBrokerMaxTopics`. Unlike step 3 there is no fallback when every
+/// broker is dropped.
+pub fn filter_max_topics_extensible(
+    ctx: &PlacementContext<'_>,
+    candidates: &mut Vec<usize>,
+) -> Option<String> {
+    let max = ctx.settings.load_balancer_broker_max_topics as i64;
+    let before = candidates.len();
+    candidates.retain(|i| ctx.brokers[*i].entry.local.num_topics < max);
+    (candidates.len() != before).then(|| {
+        format!(
+            "{} broker(s) at or over {max} topics",
+            before - candidates.len()
+        )
+    })
 }
 
 /// Namespaces of the same anti-affinity group each broker owns (by bundles or preallocations). Brokers
@@ -214,33 +243,104 @@ pub fn filter_load_manager_class(
     })
 }
 
-/// A parsed broker version: numeric core, pre-release (sorts before the release), build metadata ignored.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+/// A broker version as jsemver 0.9 (`Version.valueOf`, Pulsar's parser) reads it: a numeric core, pre-release
+/// identifiers (empty for a release), build metadata dropped. Equality and order ignore build metadata, as
+/// jsemver's `equals`/`compareTo` do (`BUILD_AWARE_ORDER` only breaks ties between versions that are equal here,
+/// so it never changes which brokers the filter keeps).
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Version {
-    core: (u64, u64, u64),
-    release: bool,
+    core: (i32, i32, i32),
     pre: Vec<String>,
 }
 
+impl Ord for Version {
+    /// Semantic-versioning precedence as jsemver computes it: core numbers, then a release above any pre-release,
+    /// then pre-release identifiers pairwise (both `Integer.parseInt`-able: numerically, otherwise by string
+    /// order, so numeric identifiers rank below alphanumeric ones), then the longer identifier list.
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.core
+            .cmp(&other.core)
+            .then_with(|| match (self.pre.is_empty(), other.pre.is_empty()) {
+                (true, true) => Ordering::Equal,
+                (true, false) => Ordering::Greater,
+                (false, true) => Ordering::Less,
+                (false, false) => self
+                    .pre
+                    .iter()
+                    .zip(&other.pre)
+                    .map(|(a, b)| match (a.parse::<i32>(), b.parse::<i32>()) {
+                        (Ok(x), Ok(y)) => x.cmp(&y),
+                        _ => a.cmp(b),
+                    })
+                    .find(|o| o.is_ne())
+                    .unwrap_or_else(|| self.pre.len().cmp(&other.pre.len())),
+            })
+    }
+}
+
+impl PartialOrd for Version {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+fn is_identifier_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'-'
+}
+
+/// jsemver's `<numeric identifier>`: `0` or digits without a leading zero.
+fn is_numeric_identifier(id: &str) -> bool {
+    !id.is_empty() && id.bytes().all(|c| c.is_ascii_digit()) && (id == "0" || !id.starts_with('0'))
+}
+
+/// Parses `major.minor.patch[-pre][+build]` strictly (jsemver): core numbers without leading zeros that fit an
+/// `int`, non-empty `[0-9A-Za-z-]` identifiers, all-digit pre-release identifiers without leading zeros. `None`
+/// is what Pulsar reports as a bad version.
 fn parse_version(text: &str) -> Option<Version> {
-    let text = text.split('+').next()?;
+    let (text, build) = match text.split_once('+') {
+        Some((t, b)) => (t, Some(b)),
+        None => (text, None),
+    };
+    if let Some(build) = build {
+        if !build
+            .split('.')
+            .all(|id| !id.is_empty() && id.bytes().all(is_identifier_char))
+        {
+            return None;
+        }
+    }
     let (core, pre) = match text.split_once('-') {
         Some((c, p)) => (c, Some(p)),
         None => (text, None),
     };
-    let mut parts = core.split('.').map(|p| p.parse::<u64>());
-    let major = parts.next()?.ok()?;
-    let minor = parts.next()?.ok()?;
-    let patch = parts.next()?.ok()?;
-    if parts.next().is_some() {
+    let mut numbers = core.split('.').map(|p| {
+        if is_numeric_identifier(p) {
+            p.parse::<i32>().ok()
+        } else {
+            None
+        }
+    });
+    let major = numbers.next()??;
+    let minor = numbers.next()??;
+    let patch = numbers.next()??;
+    if numbers.next().is_some() {
         return None;
+    }
+    let mut identifiers = Vec::new();
+    if let Some(pre) = pre {
+        for id in pre.split('.') {
+            let valid = !id.is_empty()
+                && id.bytes().all(is_identifier_char)
+                && (id.bytes().any(|c| !c.is_ascii_digit()) || is_numeric_identifier(id));
+            if !valid {
+                return None;
+            }
+            identifiers.push(id.to_owned());
+        }
     }
     Some(Version {
         core: (major, minor, patch),
-        release: pre.is_none(),
-        pre: pre
-            .map(|p| p.split('.').map(str::to_owned).collect())
-            .unwrap_or_default(),
+        pre: identifiers,
     })
 }
 
@@ -291,5 +391,35 @@ mod tests {
         assert_eq!(v("3.0.0+build7"), v("3.0.0"));
         assert!(parse_version("3.0").is_none());
         assert!(parse_version("x").is_none());
+    }
+
+    #[test]
+    fn pre_release_precedence_and_strict_parsing_follow_jsemver() {
+        let v = |s| parse_version(s).unwrap();
+        // Numeric identifiers compare as numbers.
+        assert!(v("3.0.0-rc.10") > v("3.0.0-rc.9"));
+        // Numeric identifiers rank below alphanumeric ones; a longer list wins when the prefix is equal.
+        assert!(v("3.0.0-rc.1") < v("3.0.0-rc.a"));
+        assert!(v("3.0.0-alpha") < v("3.0.0-alpha.1"));
+        assert!(v("3.0.0-alpha.beta") < v("3.0.0-beta"));
+        // Build metadata is ignored by `equals`.
+        assert_eq!(v("3.0.0-rc.1+b1"), v("3.0.0-rc.1+b2"));
+        // Leading zeros and empty identifiers are parse errors.
+        for bad in [
+            "3.01.0",
+            "03.0.0",
+            "3.0.00",
+            "3.0.0-rc.01",
+            "3.0.0-",
+            "3.0.0-rc..1",
+            "3.0.0+",
+            "3.0.0-rc_1",
+        ] {
+            assert!(parse_version(bad).is_none(), "{bad}");
+        }
+        // Alphanumeric identifiers may start with a zero; build identifiers may have leading zeros.
+        assert!(parse_version("3.0.0-0abc+001").is_some());
+        // Integer.parseInt overflow in the core is an error.
+        assert!(parse_version("2147483648.0.0").is_none());
     }
 }

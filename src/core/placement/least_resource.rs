@@ -8,8 +8,9 @@
 //! all candidates. One is drawn uniformly from the seeded RNG. The average therefore moves per call, not per
 //! unit of time.
 //!
-//! **Extensible**: the brokers' `weightedMaxEMA` ([`ExtensibleLoadStore`]) are used as they are; `avg` is over
-//! candidates with load data; brokers without data are never best; none best → random among all candidates.
+//! **Extensible** (`extensions/strategy/LeastResourceUsageWithWeight`): the brokers' `weightedMaxEMA` (the load
+//! data's extensible EMAs, [`crate::core::extensible`]) are used as they are; `avg` = their mean over the
+//! candidates; best = `ema + diff <= avg`; none best → random among all candidates.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,7 +18,6 @@ use rand::rngs::StdRng;
 use rand::Rng;
 
 use super::PlacementContext;
-use crate::core::extensible::ExtensibleLoadStore;
 use crate::core::num;
 
 /// Modular variant state: the per-broker moving averages.
@@ -138,11 +138,9 @@ impl LeastResourceUsage {
     }
 }
 
-/// Extensible variant: reads the brokers' extensible load data.
+/// Extensible variant: reads the brokers' extensible load data (no state of its own).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ExtensibleLeastResourceUsage {
-    store: ExtensibleLoadStore,
-}
+pub struct ExtensibleLeastResourceUsage;
 
 impl ExtensibleLeastResourceUsage {
     pub(super) fn select(
@@ -151,38 +149,24 @@ impl ExtensibleLeastResourceUsage {
         candidates: &[usize],
         rng: &mut StdRng,
     ) -> Option<(usize, String)> {
-        self.store.observe(ctx.load, ctx.settings, ctx.now);
-        let with_data: Vec<(usize, f64)> = candidates
-            .iter()
-            .filter_map(|i| {
-                self.store
-                    .get(ctx.brokers[*i].id)
-                    .map(|e| (*i, e.weighted_max_ema))
-            })
-            .collect();
+        // Every broker of the load data has extensible load data (its EMAs start with its first report), so
+        // Pulsar's "no load data" brokers do not occur here.
+        let ema = |i: usize| ctx.brokers[i].entry.extensible.weighted_max_ema;
         let diff = ctx
             .settings
             .load_balancer_average_resource_usage_difference_threshold_percentage
             as f64
             / 100.0;
-        let avg = if with_data.is_empty() {
-            0.0
-        } else {
-            with_data.iter().map(|(_, e)| e).sum::<f64>() / with_data.len() as f64
-        };
-        let mut best: Vec<usize> = with_data
+        let avg = candidates.iter().map(|i| ema(*i)).sum::<f64>() / candidates.len() as f64;
+        let mut best: Vec<usize> = candidates
             .iter()
-            .filter(|(_, e)| e + diff <= avg)
-            .map(|(i, _)| *i)
+            .copied()
+            .filter(|i| ema(*i) + diff <= avg)
             .collect();
         if best.is_empty() {
             best = candidates.to_vec();
         }
         let pick = best[rng.random_range(0..best.len())];
-        let ema = self
-            .store
-            .get(ctx.brokers[pick].id)
-            .map_or(f64::NAN, |e| e.weighted_max_ema);
         Some((
             pick,
             pick_reason(PickFacts {
@@ -192,7 +176,7 @@ impl ExtensibleLeastResourceUsage {
                 all: candidates.len(),
                 avg,
                 diff,
-                usage: ema,
+                usage: ema(pick),
             }),
         ))
     }

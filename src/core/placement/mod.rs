@@ -1,18 +1,22 @@
 //! Placement: the candidate pipeline of `ModularLoadManagerImpl.selectBroker` and the placement strategies.
 //!
-//! Pipeline, in Pulsar's order ([`select_broker`]):
-//! 1. namespace isolation policies (primary/secondary brokers by regex, `min_available` fail-over), else the
+//! Pipeline, in Pulsar's order ([`select_broker`]), numbered as in the algorithms reference (§3.1 of
+//! `pulsar-algorithms.md`; step 1 is the bundle-data `computeIfAbsent` of [`assign_bundle`]):
+//! 2. namespace isolation policies (primary/secondary brokers by regex, `min_available` fail-over), else the
 //!    topic-kind capability and shared brokers ([`filters::namespace_policy_candidates`]);
-//! 2. `loadBalancerBrokerMaxTopics` (ignored when it would drop everyone);
-//! 3. anti-affinity groups and failure domains;
-//! 4. even distribution by the namespace's bundle count (`loadBalancerDistributeBundlesEvenlyEnabled`, off by
+//! 3. `loadBalancerBrokerMaxTopics` (ignored when it would drop everyone);
+//! 4. anti-affinity groups and failure domains;
+//! 5. even distribution by the namespace's bundle count (`loadBalancerDistributeBundlesEvenlyEnabled`, off by
 //!    default in 5.0; always on for `pulsar/system`);
-//! 5. load-manager class filter, then the version filter (`preferLaterVersions`; a bad version resets the
-//!    candidates to step 1's result);
-//! 6. nothing left → step 1's result;
-//! 7. shedding-excluded namespaces are placed round-robin, others by the placement strategy;
-//! 8. overload re-check: when the chosen broker's `W4` is above the overload threshold, the strategy is asked
-//!    again over step 1's result.
+//! 6. load-manager class filter (6a), then the version filter (6b, `preferLaterVersions`; a bad version resets
+//!    the candidates to step 2's result);
+//! 7. nothing left → step 2's result;
+//! 8. shedding-excluded namespaces are placed round-robin, others by the placement strategy;
+//! 9. overload re-check: when the chosen broker's `W4` is above the overload threshold, the strategy is asked
+//!    again over step 2's result.
+//!
+//! The extensible load manager does not run this pipeline: [`select_broker`] in [`Pipeline::Extensible`] runs
+//! `selectAsync`'s filters ([`PlacementContext::extensible_candidates`]) and then the strategy, nothing else.
 //!
 //! Candidates are kept in broker-id order; strategies draw random choices from the caller's `StdRng`.
 
@@ -23,7 +27,7 @@ mod least_resource;
 
 pub use least_resource::{ExtensibleLeastResourceUsage, LeastResourceUsage};
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
@@ -77,18 +81,25 @@ pub struct PlacementContext<'a> {
     /// Now, epoch ms (stamps reports without `lastUpdate` for the extensible load data).
     pub now: i64,
     ownership: OnceCell<Vec<BTreeMap<String, usize>>>,
-    candidates: RefCell<[HashMap<String, Rc<Candidates>>; 2]>,
+    /// Per pipeline (modular, extensible) and topic kind (persistent, non-persistent): namespace → candidates.
+    candidates: RefCell<[HashMap<String, Rc<Candidates>>; 4]>,
+    /// Per slot: the candidates shared by namespaces that no namespace-specific filter applies to.
+    generic_candidates: RefCell<[Option<Rc<Candidates>>; 4]>,
     lltmr_scores: OnceCell<Vec<f64>>,
+    last_index: Cell<usize>,
 }
 
 /// The filtered candidates of one namespace (and topic kind). Every filter depends only on the namespace, the
 /// topic kind and context-wide facts, so the result is computed once per context and namespace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidates {
-    /// After namespace policies (pipeline step 1; the fallback of steps 6 and 8).
+    /// After namespace policies over every broker (pipeline step 2; the fallback of steps 6b, 7 and 9).
     pub base: Vec<usize>,
-    /// After every filter (steps 2–6).
+    /// After every filter (steps 3–7), or after the extensible filter pipeline.
     pub filtered: Vec<usize>,
+    /// Extensible pipeline only: why `BrokerVersionFilter` failed (selectAsync then skips that filter;
+    /// TransferShedder's `isTransferable` answers false).
+    pub version_error: Option<String>,
     /// What narrowed them, for reasons.
     pub notes: Vec<String>,
     /// The policy note (isolation policy and fail-over), empty without isolation.
@@ -132,21 +143,104 @@ impl<'a> PlacementContext<'a> {
             brokers,
             now: 0,
             ownership: OnceCell::new(),
-            candidates: RefCell::new([HashMap::new(), HashMap::new()]),
+            candidates: RefCell::new(Default::default()),
+            generic_candidates: RefCell::new(Default::default()),
             lltmr_scores: OnceCell::new(),
+            last_index: Cell::new(0),
         }
     }
 
-    /// The candidates for `bundle` (cached per namespace and topic kind).
+    /// The modular pipeline's candidates for `bundle` (steps 2–7; cached per namespace and topic kind).
     pub fn candidates(&self, bundle: &str) -> Rc<Candidates> {
+        self.cached_candidates(bundle, Pipeline::Modular)
+    }
+
+    /// The extensible manager's candidates for `bundle` (`selectAsync`'s filter pipeline, cached per namespace
+    /// and topic kind), applied in Pulsar's order to every known broker: `BrokerLoadManagerClassFilter`,
+    /// `BrokerMaxTopicCountFilter` (reported topics `>=` the maximum dropped, no fallback),
+    /// `BrokerVersionFilter` (a bad version skips the filter and is kept in
+    /// [`version_error`](Candidates::version_error)), `AntiAffinityGroupPolicyFilter` and
+    /// `BrokerIsolationPoliciesFilter` (namespace policies over what is left). No preallocated topics, even
+    /// distribution, round-robin, fallback or overload re-check.
+    pub fn extensible_candidates(&self, bundle: &str) -> Rc<Candidates> {
+        self.cached_candidates(bundle, Pipeline::Extensible)
+    }
+
+    fn cached_candidates(&self, bundle: &str, pipeline: Pipeline) -> Rc<Candidates> {
         let ns = namespace_of(bundle);
-        let kind = usize::from(self.policies.non_persistent_bundles.contains(bundle));
-        if let Some(c) = self.candidates.borrow()[kind].get(ns) {
+        let slot = usize::from(self.policies.non_persistent_bundles.contains(bundle))
+            + 2 * usize::from(pipeline == Pipeline::Extensible);
+        if let Some(c) = self.candidates.borrow()[slot].get(ns) {
             return Rc::clone(c);
         }
-        let computed = Rc::new(self.compute_candidates(bundle));
-        self.candidates.borrow_mut()[kind].insert(ns.to_owned(), Rc::clone(&computed));
+        // A namespace without isolation policy, anti-affinity group or (modular) even distribution goes through
+        // filters that depend on the topic kind and context-wide facts only: every such namespace shares one
+        // result (and so one LeastLongTermMessageRate best set).
+        let generic = self.policies.isolation_for(ns).is_none()
+            && self.policies.anti_affinity_group(ns).is_none()
+            && (pipeline == Pipeline::Extensible
+                || !(self
+                    .settings
+                    .load_balancer_distribute_bundles_evenly_enabled
+                    || ns == "pulsar/system"));
+        let shared = if generic {
+            self.generic_candidates.borrow()[slot].clone()
+        } else {
+            None
+        };
+        let computed = shared.unwrap_or_else(|| {
+            let c = Rc::new(match pipeline {
+                Pipeline::Modular => self.compute_candidates(bundle),
+                Pipeline::Extensible => self.compute_extensible_candidates(bundle),
+            });
+            if generic {
+                self.generic_candidates.borrow_mut()[slot] = Some(Rc::clone(&c));
+            }
+            c
+        });
+        self.candidates.borrow_mut()[slot].insert(ns.to_owned(), Rc::clone(&computed));
         computed
+    }
+
+    fn compute_extensible_candidates(&self, bundle: &str) -> Candidates {
+        let (base, _) = filters::namespace_policy_candidates(self, bundle);
+        let mut notes: Vec<String> = Vec::new();
+        let mut c: Vec<usize> = (0..self.brokers.len()).collect();
+        if !c.is_empty() {
+            notes.extend(filters::filter_load_manager_class(self, &mut c));
+        }
+        notes.extend(filters::filter_max_topics_extensible(self, &mut c));
+        let version_error = match filters::filter_version(self, &mut c) {
+            Ok(note) => {
+                notes.extend(note);
+                None
+            }
+            Err(e) => {
+                notes.push(format!("version filter failed ({e}); filter skipped"));
+                Some(e)
+            }
+        };
+        notes.extend(filters::filter_anti_affinity(self, bundle, &mut c));
+        let before = c.len();
+        let (isolated, policy_note) =
+            filters::namespace_policy_candidates_among(self, bundle, c.iter().copied());
+        if !policy_note.is_empty() {
+            notes.push(policy_note.clone());
+        } else if isolated.len() != before {
+            notes.push(format!(
+                "{} broker(s) are not shared or cannot host the topic kind",
+                before - isolated.len()
+            ));
+        }
+        Candidates {
+            base,
+            filtered: isolated,
+            version_error,
+            notes,
+            policy_note,
+            lltmr_best_filtered: OnceCell::new(),
+            lltmr_best_base: OnceCell::new(),
+        }
     }
 
     fn compute_candidates(&self, bundle: &str) -> Candidates {
@@ -174,6 +268,7 @@ impl<'a> PlacementContext<'a> {
         Candidates {
             base,
             filtered: c,
+            version_error: None,
             notes,
             policy_note,
             lltmr_best_filtered: OnceCell::new(),
@@ -196,9 +291,17 @@ impl<'a> PlacementContext<'a> {
         self
     }
 
-    /// Index of a broker id.
+    /// Index of a broker id. The last answer is remembered: consecutive decisions usually name the same broker.
     pub fn index_of(&self, id: &str) -> Option<usize> {
-        self.brokers.binary_search_by(|b| b.id.cmp(id)).ok()
+        let last = self.last_index.get();
+        if self.brokers.get(last).is_some_and(|b| b.id == id) {
+            return Some(last);
+        }
+        let found = self.brokers.binary_search_by(|b| b.id.cmp(id)).ok();
+        if let Some(i) = found {
+            self.last_index.set(i);
+        }
+        found
     }
 
     /// Per broker (by index): namespace → bundles it owns or has preallocated. Built on first use.
@@ -238,7 +341,8 @@ impl<'a> PlacementContext<'a> {
 pub enum Placement {
     /// AvgShedder's placement: the shedder's planned destination, else random among eligible brokers.
     AvgShedder,
-    /// Least long-term message rate (`weighted` = the documented `1/(threshold − usage)` weighting).
+    /// Least long-term message rate (the documented `1/(threshold − usage)` weighting is the setting
+    /// `loadmgrLeastLongTermMessageRateUsageWeighting`).
     LeastLongTermMessageRate,
     /// Modular LeastResourceUsageWithWeight (EMA advanced per placement call).
     LeastResourceUsageWithWeight(LeastResourceUsage),
@@ -253,9 +357,7 @@ impl Placement {
             PlacementKind::AvgShedder => Placement::AvgShedder,
             PlacementKind::LeastLongTermMessageRate => Placement::LeastLongTermMessageRate,
             PlacementKind::LeastResourceUsageWithWeight if extensible => {
-                Placement::ExtensibleLeastResourceUsageWithWeight(
-                    ExtensibleLeastResourceUsage::default(),
-                )
+                Placement::ExtensibleLeastResourceUsageWithWeight(ExtensibleLeastResourceUsage)
             }
             PlacementKind::LeastResourceUsageWithWeight => {
                 Placement::LeastResourceUsageWithWeight(LeastResourceUsage::default())
@@ -306,21 +408,51 @@ impl Placement {
     }
 }
 
-/// The placement strategy plus the round-robin selector used for shedding-excluded namespaces.
+/// Which candidate pipeline placement runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pipeline {
+    /// `ModularLoadManagerImpl.selectBroker` (steps 2–9 of the module docs).
+    Modular,
+    /// `ExtensibleLoadManagerImpl.selectAsync`: its filters, then the strategy
+    /// ([`PlacementContext::extensible_candidates`]).
+    Extensible,
+}
+
+/// The placement strategy plus the round-robin selector used for shedding-excluded namespaces, and the
+/// pipeline the strategy runs in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlacementState {
     /// The strategy.
     pub strategy: Placement,
     round_robin: i32,
+    pipeline: Pipeline,
 }
 
 impl PlacementState {
-    /// A fresh state.
+    /// A fresh state; the extensible LeastResourceUsageWithWeight runs in the extensible pipeline, every other
+    /// strategy in the modular one.
     pub fn new(strategy: Placement) -> Self {
+        let pipeline = match strategy {
+            Placement::ExtensibleLeastResourceUsageWithWeight(_) => Pipeline::Extensible,
+            _ => Pipeline::Modular,
+        };
         Self {
             strategy,
             round_robin: 0,
+            pipeline,
         }
+    }
+
+    /// The same state running in `pipeline` (the extensible load manager uses the extensible pipeline whatever
+    /// the strategy).
+    pub fn with_pipeline(mut self, pipeline: Pipeline) -> Self {
+        self.pipeline = pipeline;
+        self
+    }
+
+    /// The pipeline placement runs.
+    pub fn pipeline(&self) -> Pipeline {
+        self.pipeline
     }
 
     /// `RoundRobinBrokerSelector`: index = counter mod n over the candidates (broker-id order); the counter
@@ -348,8 +480,8 @@ pub struct Selection {
     pub reason: String,
 }
 
-/// Runs the placement pipeline for `bundle`. `planned` is AvgShedder's plan (if any) and `source` the current
-/// owner when the bundle is being shed. Errors say why no broker could be chosen.
+/// Runs the placement pipeline of `state` for `bundle`. `planned` is AvgShedder's plan (if any) and `source` the
+/// current owner when the bundle is being shed. Errors say why no broker could be chosen.
 pub fn select_broker(
     ctx: &PlacementContext<'_>,
     state: &mut PlacementState,
@@ -358,6 +490,9 @@ pub fn select_broker(
     source: Option<&str>,
     rng: &mut StdRng,
 ) -> Result<Selection, String> {
+    if state.pipeline == Pipeline::Extensible {
+        return select_extensible(ctx, state, bundle, planned, source, rng);
+    }
     let cands = ctx.candidates(bundle);
     let base = &cands.base;
     if base.is_empty() {
@@ -423,6 +558,49 @@ pub fn select_broker(
     })
 }
 
+/// `selectAsync`: the extensible filters, then the strategy over what is left; nothing left → no broker.
+fn select_extensible(
+    ctx: &PlacementContext<'_>,
+    state: &mut PlacementState,
+    bundle: &str,
+    planned: Option<&str>,
+    source: Option<&str>,
+    rng: &mut StdRng,
+) -> Result<Selection, String> {
+    let cands = ctx.extensible_candidates(bundle);
+    let notes = if cands.notes.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", cands.notes.join("; "))
+    };
+    if cands.filtered.is_empty() {
+        return Err(format!(
+            "no broker passes the extensible broker filters{notes}"
+        ));
+    }
+    let (chosen, why) = state
+        .strategy
+        .select(
+            ctx,
+            &cands.filtered,
+            &cands.lltmr_best_filtered,
+            planned,
+            source,
+            rng,
+        )
+        .ok_or_else(|| {
+            format!(
+                "{} found no broker among {}",
+                state.strategy.name(),
+                ctx.ids(&cands.filtered)
+            )
+        })?;
+    Ok(Selection {
+        broker: ctx.brokers[chosen].id.to_owned(),
+        reason: format!("{why}{notes}"),
+    })
+}
+
 fn paren(s: &str) -> String {
     if s.is_empty() {
         String::new()
@@ -441,6 +619,7 @@ pub fn assign_bundle(
     bundle: &str,
     rng: &mut StdRng,
 ) -> Result<Assignment, Skipped> {
+    load.set_ema_settings(settings);
     if let Some(b) = load.preallocation(bundle) {
         return Ok(Assignment {
             bundle: bundle.to_owned(),

@@ -374,6 +374,47 @@ fn anti_affinity_with_failure_domains() {
 }
 
 #[test]
+fn version_filter_keeps_the_latest_pre_release_and_resets_on_leading_zeros() {
+    let mut load = cluster(&["a:1", "b:1"]);
+    load.broker_mut("a:1").unwrap().local.broker_version_string = Some("3.0.0-rc.9".into());
+    load.broker_mut("b:1").unwrap().local.broker_version_string = Some("3.0.0-rc.10".into());
+    let mut s = Settings::default();
+    s.prefer_later_versions = true;
+    let p = ClusterPolicies::none();
+    let ctx = PlacementContext::new(&load, &s, &p);
+    let mut c = vec![0, 1];
+    filters::filter_version(&ctx, &mut c).unwrap();
+    assert_eq!(c, [1], "rc.10 is later than rc.9");
+    // `3.01.0` does not parse: Pulsar resets the candidates.
+    load.broker_mut("a:1").unwrap().local.broker_version_string = Some("3.01.0".into());
+    let ctx = PlacementContext::new(&load, &s, &p);
+    let mut c = vec![0, 1];
+    assert!(filters::filter_version(&ctx, &mut c).is_err());
+}
+
+#[test]
+fn extensible_placement_reads_the_ema_of_every_applied_report() {
+    // h = 0.9: broker a reports W = 0.2, 0.8, 0.8 before the lookup; Pulsar's weightedMaxEMA is 0.314 (the same
+    // value TransferShedder reads), so avg(0.314, 0) = 15.7 %.
+    let mut load = LoadData::new();
+    for (cpu, stamp) in [(20.0, 1), (80.0, 2), (80.0, 3)] {
+        let mut r = broker(cpu);
+        r.last_update = stamp;
+        load.apply_report("a:1", r, &crate::core::NoSeeds);
+    }
+    load.apply_report("b:1", broker(0.0), &crate::core::NoSeeds);
+    let s = Settings::default();
+    let p = ClusterPolicies::none();
+    let mut state = PlacementState::new(Placement::new(
+        PlacementKind::LeastResourceUsageWithWeight,
+        true,
+    ));
+    let sel = select(&load, &s, &p, &mut state, "t/n/0x00000000_0xffffffff").unwrap();
+    assert_eq!(sel.broker, "b:1");
+    assert!(sel.reason.contains("<= average 15.7%"), "{}", sel.reason);
+}
+
+#[test]
 fn even_distribution_is_off_by_default_except_for_the_system_namespace() {
     let mut load = cluster(&["a:1", "b:1"]);
     load.broker_mut("a:1")

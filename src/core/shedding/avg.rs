@@ -32,7 +32,7 @@ use super::{
 };
 use crate::config::ShedderKind;
 use crate::core::plan::Skipped;
-use crate::core::{num, weighted_usage4};
+use crate::core::{num, push_num, weighted_usage4, MIB};
 
 /// AvgShedder with its per-broker hit counters.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -58,6 +58,16 @@ impl AvgShedder {
     }
 }
 
+/// `map[broker] += 1` (absent = 0) without allocating a key for brokers already counted.
+fn bump(map: &mut BTreeMap<String, i32>, broker: &str) {
+    match map.get_mut(broker) {
+        Some(n) => *n += 1,
+        None => {
+            map.insert(broker.to_owned(), 1);
+        }
+    }
+}
+
 impl Shedder for AvgShedder {
     fn kind(&self) -> ShedderKind {
         ShedderKind::AvgShedder
@@ -71,10 +81,10 @@ impl Shedder for AvgShedder {
         let hit_low_needed = s.load_balancer_avg_shedder_hit_count_low_threshold;
         let mut out = SheddingOutcome::default();
 
-        let mut scored: Vec<(String, f64)> = ctx
+        let mut scored: Vec<(&str, f64)> = ctx
             .load
             .brokers()
-            .map(|(id, e)| (id.clone(), weighted_usage4(&e.local, s) * 100.0))
+            .map(|(id, e)| (id.as_str(), weighted_usage4(&e.local, s) * 100.0))
             .collect();
         scored.sort_by(|a, b| a.1.total_cmp(&b.1));
 
@@ -82,12 +92,12 @@ impl Shedder for AvgShedder {
         let (mut i, mut j) = (0usize, scored.len());
         while j > 0 && i < j {
             let jj = j - 1;
-            let (min_b, min_s) = (&scored[i].0, scored[i].1);
-            let (max_b, max_s) = (&scored[jj].0, scored[jj].1);
+            let (min_b, min_s) = scored[i];
+            let (max_b, max_s) = scored[jj];
             let gap = max_s - min_s;
             if gap < low {
                 let subject = if i == jj {
-                    max_b.clone()
+                    max_b.to_owned()
                 } else {
                     format!("{max_b} -> {min_b}")
                 };
@@ -101,19 +111,18 @@ impl Shedder for AvgShedder {
                         num(low)
                     ),
                 ));
-                let (a, b) = (max_b.clone(), min_b.clone());
-                self.clear(&a);
-                self.clear(&b);
+                self.clear(max_b);
+                self.clear(min_b);
             } else {
                 pairs.push((i, jj));
-                *self.hit_low.entry(min_b.clone()).or_insert(0) += 1;
-                *self.hit_low.entry(max_b.clone()).or_insert(0) += 1;
+                bump(&mut self.hit_low, min_b);
+                bump(&mut self.hit_low, max_b);
                 if gap < high {
                     self.hit_high.remove(max_b);
                     self.hit_high.remove(min_b);
                 } else {
-                    *self.hit_high.entry(min_b.clone()).or_insert(0) += 1;
-                    *self.hit_high.entry(max_b.clone()).or_insert(0) += 1;
+                    bump(&mut self.hit_high, min_b);
+                    bump(&mut self.hit_high, max_b);
                 }
             }
             i += 1;
@@ -127,11 +136,11 @@ impl Shedder for AvgShedder {
         }
 
         for (ui, oi) in pairs {
-            let (under, u_score) = (scored[ui].0.clone(), scored[ui].1);
-            let (over, o_score) = (scored[oi].0.clone(), scored[oi].1);
+            let (under, u_score) = scored[ui];
+            let (over, o_score) = scored[oi];
             let gap = o_score - u_score;
-            let hh = self.high_hits(&under).max(self.high_hits(&over));
-            let hl = self.low_hits(&under).max(self.low_hits(&over));
+            let hh = self.high_hits(under).max(self.high_hits(over));
+            let hl = self.low_hits(under).max(self.low_hits(over));
             let subject = format!("{over} -> {under}");
             let head = format!(
                 "AvgShedder: {over} score {} vs {under} {}, gap {}",
@@ -159,10 +168,10 @@ impl Shedder for AvgShedder {
                 out.skipped.push(Skipped::new(subject, msg));
                 continue;
             };
-            self.clear(&under);
-            self.clear(&over);
+            self.clear(under);
+            self.clear(over);
 
-            let (Some(u), Some(o)) = (ctx.load.broker(&under), ctx.load.broker(&over)) else {
+            let (Some(u), Some(o)) = (ctx.load.broker(under), ctx.load.broker(over)) else {
                 continue;
             };
             let pct = s.max_unload_percentage;
@@ -186,26 +195,32 @@ impl Shedder for AvgShedder {
                 continue;
             };
 
-            let mut bundles: Vec<(String, f64)> = sheddable_bundles(ctx.load, &over)
+            let mut bundles: Vec<(&String, f64)> = sheddable_bundles(ctx.load, over)
                 .into_iter()
-                .map(|(b, d)| (b.clone(), if by_rate { short_rate(d) } else { short_tp(d) }))
+                .map(|(b, d)| (b, if by_rate { short_rate(d) } else { short_tp(d) }))
                 .collect();
-            bundles.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            bundles.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
             let before = out.candidates.len();
+            // The reason up to the bundle's own traffic is the same for every bundle of the pair.
+            let prefix = format!("{head} {trigger}; move {amount}; bundle ");
             for (bundle, traffic) in bundles {
                 if traffic > 0.0 && traffic <= budget {
                     budget -= traffic;
-                    let t = if by_rate {
-                        format!("{} msg/s", num(traffic))
+                    let mut reason = String::with_capacity(prefix.len() + 24);
+                    reason.push_str(&prefix);
+                    if by_rate {
+                        push_num(&mut reason, traffic);
+                        reason.push_str(" msg/s");
                     } else {
-                        mib(traffic)
-                    };
+                        push_num(&mut reason, traffic / MIB);
+                        reason.push_str(" MiB/s");
+                    }
                     out.candidates.push(Candidate {
-                        bundle,
-                        source: over.clone(),
-                        planned: Some(under.clone()),
+                        bundle: bundle.clone(),
+                        source: over.to_owned(),
+                        planned: Some(under.to_owned()),
                         binding: false,
-                        reason: format!("{head} {trigger}; move {amount}; bundle {t}"),
+                        reason,
                     });
                 }
             }

@@ -21,7 +21,7 @@ pub use uniform::UniformLoadShedder;
 use std::collections::BTreeSet;
 
 use super::load_data::LoadData;
-use super::plan::Skipped;
+use super::plan::{Skipped, UnloadDecision};
 use super::policies::ClusterPolicies;
 use super::{is_system_service_bundle, num};
 use crate::config::{Settings, ShedderKind};
@@ -77,6 +77,9 @@ pub trait Shedder: Send + std::fmt::Debug {
     /// The set of live brokers changed: forget state about brokers no longer present.
     fn on_active_brokers_change(&mut self, _active: &BTreeSet<String>) {}
 
+    /// The cycle kept these unloads of the last pass (after its filters and placement), decided at `now`.
+    fn on_unloads_planned(&mut self, _unloads: &[UnloadDecision], _now: i64) {}
+
     /// The unload attempts of the last pass finished (AvgShedder 5.0 drops its plans here).
     fn on_unload_attempt_completed(&mut self) {}
 }
@@ -123,17 +126,17 @@ pub(crate) fn short_rate(d: &BundleData) -> f64 {
 /// The greedy selection of ThresholdShedder and OverloadShedder: bundles by short-term throughput descending
 /// (ties by name), taken while the marked throughput is below `need` or nothing is taken yet.
 pub(crate) fn greedy_by_throughput(load: &LoadData, broker: &str, need: f64) -> Vec<(String, f64)> {
-    let mut bundles: Vec<(String, f64)> = sheddable_bundles(load, broker)
+    let mut bundles: Vec<(&String, f64)> = sheddable_bundles(load, broker)
         .into_iter()
-        .map(|(b, d)| (b.clone(), short_tp(d)))
+        .map(|(b, d)| (b, short_tp(d)))
         .collect();
-    bundles.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    bundles.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
     let mut marked = 0.0;
     let mut out = Vec::new();
     for (bundle, tp) in bundles {
         if marked < need || out.is_empty() {
             marked += tp;
-            out.push((bundle, tp));
+            out.push((bundle.clone(), tp));
         }
     }
     out

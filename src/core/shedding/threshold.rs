@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{greedy_by_throughput, mib, Candidate, Shedder, SheddingContext, SheddingOutcome};
 use crate::config::{Settings, ShedderKind};
 use crate::core::plan::Skipped;
-use crate::core::{num, MIB};
+use crate::core::{num, push_num, MIB};
 use crate::model::LocalBrokerData;
 
 const ADDITIONAL_THRESHOLD_PERCENT_MARGIN: f64 = 0.05;
@@ -89,12 +89,17 @@ impl ThresholdShedder {
             ));
         }
         for (bundle, tp) in chosen {
+            let mut reason = String::with_capacity(head.len() + 32);
+            reason.push_str(head);
+            reason.push_str("; bundle ");
+            push_num(&mut reason, tp / MIB);
+            reason.push_str(" MiB/s");
             out.candidates.push(Candidate {
                 bundle,
                 source: broker.to_owned(),
                 planned: None,
                 binding: false,
-                reason: format!("{head}; bundle {}", mib(tp)),
+                reason,
             });
         }
     }

@@ -1,12 +1,18 @@
 //! TransferShedder (PIP-220; the extensible load manager's only shedder), run on loadmgr's load data.
 //!
-//! Inputs per broker come from [`ExtensibleLoadStore`] (`weightedMaxEMA`, `msgThroughputEMA`, `updatedAt` =
-//! the report's `lastUpdate`). Each broker's *top bundles* are the `loadBalancerMaxNumberOfBundlesInBundleLoadReport`
-//! largest of its report's `lastStats` by Pulsar's `NamespaceBundleStats` order (rounded throughput in, then out,
-//! then msg rate, then connections, then cache size; ties by name), without system-service and
-//! shedding-excluded namespaces, listed **ascending** as Pulsar's `TopBundlesLoadData` is.
+//! Inputs per broker are the load data's extensible EMAs ([`crate::core::extensible`]: `weightedMaxEMA`,
+//! `msgThroughputEMA`, advanced once per applied report and shared with the extensible placement; `updatedAt` =
+//! the report's `lastUpdate`, or `now` for a report without one).
 //!
-//! Per cycle (state across cycles: the hit count, the recently unloaded brokers, the EMA store):
+//! Each broker's *top bundles* (`TopKBundles.update`) are taken from its report's `lastStats` without bundles of
+//! system-service namespaces (`pulsar/system`, heartbeat, SLA monitor), without bundles whose namespace has an
+//! isolation policy or an anti-affinity group (unless `loadBalancerSheddingBundlesWithPoliciesEnabled`) and
+//! without shedding-excluded namespaces, *then* cut to the `loadBalancerMaxNumberOfBundlesInBundleLoadReport`
+//! largest by Pulsar's `NamespaceBundleStats` order (rounded throughput in, then out, then msg rate, then
+//! connections, then cache size; ties by name), listed **ascending** as Pulsar's `TopBundlesLoadData` is. A
+//! budget `<= 0` gives an empty list (`min(k, n)`), as in Pulsar; only the modular report reads it as "all".
+//!
+//! Per cycle (state across cycles: the hit count and the recently unloaded brokers):
 //! 1. Brokers sorted ascending by `weightedMaxEMA` (ties by id); stats over brokers whose data is not older
 //!    than `loadBalancerBrokerLoadDataTTLInSeconds`. A broker unloaded from less than
 //!    `loadBalanceSheddingDelayInSeconds` before its current data (`updatedAt − unload time`) aborts the cycle
@@ -26,13 +32,17 @@
 //!    once min ≤ max and max < 0.75 × its old throughput); no swap → this max broker is done.
 //!    When something was marked, the running stats are updated as if `(marked − gained) × maxLoad / tp(max)` of
 //!    load moved, and the min index advances.
-//! 4. Any decision resets the hit count; each source broker is recorded as recently unloaded at `now`
-//!    (Pulsar records it when the unload completes).
+//! 4. Any decision resets the hit count. A broker with an empty top list counts as missing data (NoLoadData),
+//!    one with a single top bundle as "few bundles" (NoBundles). Each source broker of an unload the cycle keeps
+//!    is recorded as recently unloaded at the cycle's `now` ([`Shedder::on_unloads_planned`]; Pulsar records it
+//!    when the unload completes), so a candidate the cycle drops starts no cool-down.
 //!
 //! Transferability (`isTransferable`): bundles of namespaces with isolation policies or an anti-affinity group
-//! are skipped unless `loadBalancerSheddingBundlesWithPoliciesEnabled`; the destination must survive the
-//! placement filters for the bundle (policies, max topics, anti-affinity, class, version); without transfer,
-//! any broker other than the source must.
+//! are skipped unless `loadBalancerSheddingBundlesWithPoliciesEnabled`; then the extensible broker filters run
+//! for the bundle ([`PlacementContext::extensible_candidates`]: class, max topics `>=`, version, anti-affinity,
+//! isolation; a bad version makes the bundle non-transferable). The min broker must survive them in both modes
+//! (the shedder always passes it as `dstBroker`); with transfer it must differ from the source, without
+//! transfer any surviving broker other than the source suffices.
 //!
 //! **Fixed Java bug:** Pulsar adds the swapped throughput to `trafficMarkedToGain` only inside a debug-logging
 //! branch, so the accounting differs with `loadBalancerDebugModeEnabled`; loadmgr always counts it.
@@ -42,18 +52,18 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Candidate, Shedder, SheddingContext, SheddingOutcome};
 use crate::config::ShedderKind;
-use crate::core::extensible::ExtensibleLoadStore;
-use crate::core::placement::{filters, PlacementContext};
+use crate::core::extensible::BrokerLoadEma;
+use crate::core::placement::PlacementContext;
 use crate::core::plan::Skipped;
-use crate::core::{is_system_service_bundle, namespace_of, num};
+use crate::core::plan::UnloadDecision;
+use crate::core::{is_system_service_namespace, namespace_of, num};
 use crate::model::NamespaceBundleStats;
 
-/// TransferShedder with its cross-cycle state.
+/// TransferShedder with its cross-cycle state (the EMAs live in the load data).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TransferShedder {
     hit_count: i32,
     recently_unloaded_brokers: BTreeMap<String, i64>,
-    store: ExtensibleLoadStore,
 }
 
 fn bundle_order(
@@ -77,20 +87,30 @@ pub fn top_bundles(ctx: &SheddingContext<'_>, broker: &str) -> Vec<(String, Name
     let Some(e) = ctx.load.broker(broker) else {
         return Vec::new();
     };
-    let excluded = &ctx.settings.load_balancer_shedding_excluded_namespaces;
+    let s = ctx.settings;
+    let Ok(k) = usize::try_from(s.load_balancer_max_number_of_bundles_in_bundle_load_report) else {
+        return Vec::new();
+    };
+    if k == 0 {
+        return Vec::new();
+    }
+    let excluded = &s.load_balancer_shedding_excluded_namespaces;
+    let with_policies = s.load_balancer_shedding_bundles_with_policies_enabled;
     let mut all: Vec<(String, NamespaceBundleStats)> = e
         .local
         .last_stats
         .iter()
-        .filter(|(b, _)| !is_system_service_bundle(b) && !excluded.contains(namespace_of(b)))
+        .filter(|(b, _)| {
+            let ns = namespace_of(b);
+            !is_system_service_namespace(ns)
+                && (with_policies || !ctx.policies.has_policies(b))
+                && !excluded.contains(ns)
+        })
         .map(|(b, s)| (b.clone(), *s))
         .collect();
     all.sort_by(bundle_order);
-    let k = ctx
-        .settings
-        .load_balancer_max_number_of_bundles_in_bundle_load_report;
-    if k > 0 && all.len() > k as usize {
-        all.drain(..all.len() - k as usize);
+    if all.len() > k {
+        all.drain(..all.len() - k);
     }
     all
 }
@@ -137,21 +157,21 @@ impl TransferShedder {
     }
 
     fn is_underloaded(&self, ctx: &SheddingContext<'_>, broker: &str, st: &Stats) -> bool {
-        let Some(e) = self.store.get(broker) else {
+        let Some(e) = ctx.load.extensible_load(broker, ctx.now) else {
             return false;
         };
         let m = (ctx.settings.load_balancer_broker_load_target_std / 2.0).clamp(0.0, 0.5);
         if e.weighted_max_ema < st.avg * m {
             return true;
         }
-        let Some(max) = self.store.get(&st.sorted[st.max_idx].0) else {
+        let Some(max) = ctx.load.extensible_load(&st.sorted[st.max_idx].0, ctx.now) else {
             return false;
         };
         e.msg_throughput_ema < max.msg_throughput_ema * m
     }
 
     fn is_overloaded(&self, ctx: &SheddingContext<'_>, broker: &str, avg: f64) -> bool {
-        let Some(e) = self.store.get(broker) else {
+        let Some(e) = ctx.load.extensible_load(broker, ctx.now) else {
             return false;
         };
         let threshold = ctx
@@ -176,22 +196,21 @@ impl TransferShedder {
         {
             return false;
         }
-        let (mut c, _) = filters::namespace_policy_candidates(pctx, bundle);
-        filters::filter_max_topics(pctx, &mut c);
-        filters::filter_anti_affinity(pctx, bundle, &mut c);
-        filters::filter_load_manager_class(pctx, &mut c);
-        if filters::filter_version(pctx, &mut c).is_err() {
+        let cands = pctx.extensible_candidates(bundle);
+        if cands.version_error.is_some() {
             return false;
         }
-        let ids: BTreeSet<&str> = c
-            .iter()
-            .map(|i| pctx.brokers[*i].id)
-            .filter(|id| *id != src)
-            .collect();
+        let c = &cands.filtered;
+        let src = pctx.index_of(src);
+        // The shedder always passes the min broker as `dstBroker`, and Pulsar checks it survived the filters
+        // before the transfer/unload branch.
+        let Some(dst) = pctx.index_of(dst).filter(|d| c.binary_search(d).is_ok()) else {
+            return false;
+        };
         if ctx.settings.load_balancer_transfer_enabled {
-            ids.contains(dst)
+            Some(dst) != src
         } else {
-            !ids.is_empty()
+            c.iter().any(|i| Some(*i) != src)
         }
     }
 }
@@ -210,12 +229,10 @@ impl Shedder for TransferShedder {
                 format!("TransferShedder: no unload: {why}"),
             ))
         };
-        self.store.observe(ctx.load, s, ctx.now);
-
-        let mut sorted: Vec<(String, f64)> = self
-            .store
-            .iter()
-            .map(|(b, e)| (b.clone(), e.weighted_max_ema))
+        let mut sorted: Vec<(String, f64)> = ctx
+            .load
+            .brokers()
+            .map(|(b, e)| (b.clone(), e.extensible.weighted_max_ema))
             .collect();
         sorted.sort_by(|a, b| a.1.total_cmp(&b.1));
         let ttl = s
@@ -226,7 +243,8 @@ impl Shedder for TransferShedder {
             .saturating_mul(1000);
         let (mut sum, mut sq_sum, mut n) = (0.0, 0.0, 0usize);
         let mut outdated = false;
-        for (b, e) in self.store.iter() {
+        for (b, entry) in ctx.load.brokers() {
+            let e = BrokerLoadEma::of(&entry.local, &entry.extensible, ctx.now);
             if ctx.now - e.updated_at > ttl {
                 outdated = true;
                 continue;
@@ -333,8 +351,8 @@ impl Shedder for TransferShedder {
             let max_b = max_peek;
             st.max_idx -= 1;
             let (Some(max_e), Some(min_e)) = (
-                self.store.get(&max_b).copied(),
-                self.store.get(&min_b).copied(),
+                ctx.load.extensible_load(&max_b, ctx.now),
+                ctx.load.extensible_load(&min_b, ctx.now),
             ) else {
                 empty_data += 1;
                 continue;
@@ -352,7 +370,15 @@ impl Shedder for TransferShedder {
                 num(offload_tp)
             );
             let tops = top_bundles(ctx, &max_b);
-            if tops.len() <= 1 {
+            if tops.is_empty() {
+                empty_data += 1;
+                out.skipped.push(Skipped::new(
+                    max_b.clone(),
+                    format!("no unload: {head}; no top bundles"),
+                ));
+                continue;
+            }
+            if tops.len() == 1 {
                 few_bundles += 1;
                 out.skipped.push(Skipped::new(
                     max_b.clone(),
@@ -457,12 +483,15 @@ impl Shedder for TransferShedder {
             skip(&mut out, why.into());
         } else {
             self.hit_count = 0;
-            for c in &out.candidates {
-                self.recently_unloaded_brokers
-                    .insert(c.source.clone(), ctx.now);
-            }
         }
         out
+    }
+
+    /// Pulsar records a source broker when an unload of it completes; the cycle reports the unloads it kept.
+    fn on_unloads_planned(&mut self, unloads: &[UnloadDecision], now: i64) {
+        for u in unloads {
+            self.recently_unloaded_brokers.insert(u.source.clone(), now);
+        }
     }
 
     fn on_active_brokers_change(&mut self, active: &BTreeSet<String>) {
@@ -574,7 +603,26 @@ mod tests {
             "TransferShedder: Overloaded: std 0.3983 > target 0.25; broker5:8080 load 0.9 -> broker1:8080 0.02, offload 0.44"
         ), "{}", out.candidates[0].reason);
         assert_eq!(sh.hit_count(), 0);
-        // Multi-cycle: the same (not yet refreshed) data is in cool-down for the brokers just unloaded.
+        // Multi-cycle: once the cycle keeps the unloads, the same (not yet refreshed) data is in cool-down for
+        // the brokers just unloaded.
+        let kept: Vec<UnloadDecision> = out
+            .candidates
+            .iter()
+            .map(|c| UnloadDecision {
+                bundle: c.bundle.clone(),
+                source: c.source.clone(),
+                destination: c.planned.clone(),
+                reason: c.reason.clone(),
+                strategy: "TransferShedder".into(),
+                cycle: 1,
+            })
+            .collect();
+        assert!(
+            sh.recently_unloaded_brokers().is_empty(),
+            "recorded when the cycle keeps the unloads"
+        );
+        sh.on_unloads_planned(&kept, NOW);
+        assert_eq!(sh.recently_unloaded_brokers().len(), 2);
         let again = run(&mut sh, &setup(), &settings(), &ClusterPolicies::none());
         assert!(again.candidates.is_empty());
         assert!(
@@ -801,7 +849,8 @@ mod tests {
         let out = run(&mut TransferShedder::default(), &setup(), &s, &p);
         assert_eq!(moves(&out), [mv(D1, "broker4:8080", None)]);
         assert!(!out.candidates[0].binding);
-        // Shedding bundles with policies disabled: with every namespace isolated nothing can move.
+        // Shedding bundles with policies disabled: with every namespace isolated the top-bundle lists are empty
+        // (TopKBundles drops bundles with policies), so nothing can move: NoLoadData.
         s.load_balancer_shedding_bundles_with_policies_enabled = false;
         s.load_balancer_transfer_enabled = true;
         let all = ClusterPolicies {
@@ -817,7 +866,238 @@ mod tests {
         };
         let out = run(&mut TransferShedder::default(), &setup(), &s, &all);
         assert!(out.candidates.is_empty());
-        assert!(out.skipped.last().unwrap().reason.contains("NoBundles"));
+        assert!(
+            out.skipped.last().unwrap().reason.contains("NoLoadData"),
+            "{:?}",
+            out.skipped
+        );
+    }
+
+    fn group(namespaces: &[&str], group: &str) -> ClusterPolicies {
+        let mut p = ClusterPolicies::none();
+        for ns in namespaces {
+            p.namespaces.insert(
+                ns.to_string(),
+                crate::core::NamespacePolicy {
+                    bundles: None,
+                    anti_affinity_group: Some(group.into()),
+                },
+            );
+        }
+        p
+    }
+
+    #[test]
+    fn bundles_with_policies_are_dropped_before_the_top_k_cut() {
+        // broker5 owns E1 (small) and P (large, anti-affinity group): Pulsar's top list is [E1] alone, so broker5
+        // is a "sole bundle" broker and nothing moves off it.
+        let mut ld = setup();
+        let b5 = ld.broker_mut("broker5:8080").unwrap();
+        b5.local
+            .last_stats
+            .remove("my-tenant/my-namespaceE/0x0FFFFFFF_0xFFFFFFFF");
+        b5.local.last_stats.insert(
+            "my-tenant/grouped/0x00000000_0xFFFFFFFF".into(),
+            NamespaceBundleStats {
+                msg_throughput_out: 7e6,
+                ..Default::default()
+            },
+        );
+        let p = group(&["my-tenant/grouped"], "g");
+        let s = settings();
+        let out = run(&mut TransferShedder::default(), &ld, &s, &p);
+        assert!(
+            out.candidates.iter().all(|c| c.source != "broker5:8080"),
+            "{:?}",
+            moves(&out)
+        );
+        let tops: Vec<String> = top_bundles(
+            &SheddingContext {
+                load: &ld,
+                settings: &s,
+                policies: &p,
+                now: NOW,
+            },
+            "broker5:8080",
+        )
+        .into_iter()
+        .map(|(b, _)| b)
+        .collect();
+        assert_eq!(tops, [E1]);
+    }
+
+    #[test]
+    fn top_k_counts_only_bundles_without_policies() {
+        // 12 bundles, the 10 largest with an anti-affinity group, k = 10: Pulsar lists the 2 policy-free bundles
+        // and moves one.
+        let mut ld = setup();
+        let b5 = ld.broker_mut("broker5:8080").unwrap();
+        for i in 0..10 {
+            b5.local.last_stats.insert(
+                format!(
+                    "my-tenant/grouped/0x{:08x}_0x{:08x}",
+                    i * 0x1000,
+                    (i + 1) * 0x1000
+                ),
+                NamespaceBundleStats {
+                    msg_throughput_out: 9e6 + i as f64,
+                    ..Default::default()
+                },
+            );
+        }
+        let p = group(&["my-tenant/grouped"], "g");
+        let out = run(&mut TransferShedder::default(), &ld, &settings(), &p);
+        assert_eq!(
+            moves(&out)[0],
+            mv(E1, "broker5:8080", Some("broker1:8080")),
+            "{:?}",
+            out.skipped
+        );
+    }
+
+    #[test]
+    fn top_list_without_bundle_budget_or_system_namespace() {
+        // k <= 0: TopKBundles' `min(k, n)` gives an empty list (only the modular report treats it as "all").
+        let ld = setup();
+        let mut s = settings();
+        s.load_balancer_max_number_of_bundles_in_bundle_load_report = 0;
+        let p = ClusterPolicies::none();
+        let ctx = SheddingContext {
+            load: &ld,
+            settings: &s,
+            policies: &p,
+            now: NOW,
+        };
+        assert!(top_bundles(&ctx, "broker5:8080").is_empty());
+        let out = run(&mut TransferShedder::default(), &ld, &s, &p);
+        assert!(out.candidates.is_empty());
+        assert!(
+            out.skipped.last().unwrap().reason.contains("NoLoadData"),
+            "{:?}",
+            out.skipped
+        );
+        // `NamespaceService.isSystemServiceNamespace` also covers `pulsar/system`.
+        let mut ld = setup();
+        ld.broker_mut("broker5:8080")
+            .unwrap()
+            .local
+            .last_stats
+            .insert(
+                "pulsar/system/0x00000000_0xffffffff".into(),
+                NamespaceBundleStats {
+                    msg_throughput_out: 1.0,
+                    ..Default::default()
+                },
+            );
+        let s = settings();
+        let ctx = SheddingContext {
+            load: &ld,
+            settings: &s,
+            policies: &p,
+            now: NOW,
+        };
+        assert_eq!(top_bundles(&ctx, "broker5:8080").len(), 2);
+    }
+
+    #[test]
+    fn without_transfer_the_min_broker_must_still_pass_the_filters() {
+        // Transfer disabled, broker1 (the min broker) reports another load manager: Pulsar's isTransferable
+        // checks the destination before the transfer/unload branch, so nothing is unloaded.
+        let mut ld = setup();
+        ld.broker_mut("broker1:8080")
+            .unwrap()
+            .local
+            .load_manager_class_name = Some("other.LoadManager".into());
+        let mut s = settings();
+        s.load_balancer_transfer_enabled = false;
+        let out = run(
+            &mut TransferShedder::default(),
+            &ld,
+            &s,
+            &ClusterPolicies::none(),
+        );
+        assert!(out.candidates.is_empty(), "{:?}", moves(&out));
+    }
+
+    #[test]
+    fn extensible_max_topic_filter_drops_brokers_at_the_maximum() {
+        // BrokerMaxTopicCountFilter: `topics >= max` is dropped, no fallback. broker1 has exactly 50000 topics.
+        let mut ld = setup();
+        ld.broker_mut("broker1:8080").unwrap().local.num_topics = 50_000;
+        let out = run(
+            &mut TransferShedder::default(),
+            &ld,
+            &settings(),
+            &ClusterPolicies::none(),
+        );
+        assert!(
+            out.candidates
+                .iter()
+                .all(|c| c.planned.as_deref() != Some("broker1:8080")),
+            "{:?}",
+            moves(&out)
+        );
+    }
+
+    fn apply(ld: &mut LoadData, broker: &str, cpu: f64, last_update: i64) {
+        let mut r = report(cpu, "A", 2e6, 6e6);
+        r.last_update = last_update;
+        ld.apply_report(broker, r, &crate::core::NoSeeds);
+    }
+
+    #[test]
+    fn ema_advances_at_every_applied_report() {
+        // h = 0.9; broker a reports W = 0.2, then 0.8 and 0.8 within one shedding interval: Pulsar's reporting
+        // broker computes 0.2 -> 0.26 -> 0.314 and every reader sees 0.314.
+        let mut s = settings();
+        s.load_balancer_shedding_condition_hit_count_threshold = 1;
+        let p = ClusterPolicies::none();
+        let mut ld = LoadData::new();
+        apply(&mut ld, "a:8080", 20.0, NOW - 3000);
+        apply(&mut ld, "b:8080", 0.0, NOW - 3000);
+        let mut sh = TransferShedder::default();
+        let first = run(&mut sh, &ld, &s, &p);
+        assert!(first.candidates.is_empty(), "hit count 1 <= 1");
+        apply(&mut ld, "a:8080", 80.0, NOW - 2000);
+        apply(&mut ld, "a:8080", 80.0, NOW - 1000);
+        let out = run(&mut sh, &ld, &s, &p);
+        assert!(!out.candidates.is_empty(), "{:?}", out.skipped);
+        assert!(
+            out.candidates[0]
+                .reason
+                .contains("a:8080 load 0.314 -> b:8080 0.0"),
+            "{}",
+            out.candidates[0].reason
+        );
+    }
+
+    #[test]
+    fn reports_without_last_update_keep_the_data_fresh() {
+        // Reports with lastUpdate = 0 (snapshots, simulators): the data must neither freeze nor become outdated.
+        let mut s = settings();
+        s.load_balancer_shedding_condition_hit_count_threshold = 100;
+        let p = ClusterPolicies::none();
+        let mut ld = LoadData::new();
+        apply(&mut ld, "a:8080", 20.0, 0);
+        apply(&mut ld, "b:8080", 0.0, 0);
+        let mut sh = TransferShedder::default();
+        run(&mut sh, &ld, &s, &p);
+        apply(&mut ld, "a:8080", 80.0, 0);
+        apply(&mut ld, "b:8080", 0.0, 0);
+        let later = NOW + 2 * 3_600_000;
+        let out = sh.find_bundles(&SheddingContext {
+            load: &ld,
+            settings: &s,
+            policies: &p,
+            now: later,
+        });
+        let reasons: Vec<&str> = out.skipped.iter().map(|k| k.reason.as_str()).collect();
+        assert!(
+            reasons.iter().all(|r| !r.contains("OutDatedData")),
+            "{reasons:?}"
+        );
+        // avg of 0.26 and 0: the second report moved the EMA.
+        assert!(reasons[0].contains("avg 0.13"), "{reasons:?}");
     }
 
     #[test]
