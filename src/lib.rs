@@ -7,6 +7,8 @@ pub mod config;
 pub mod coordination;
 pub mod core;
 pub mod model;
+pub mod paths;
 pub mod routing;
+pub mod runtime;
 pub mod store;
 pub mod testing;
