@@ -133,6 +133,9 @@ pub(crate) struct Leader {
     internal_rx: mpsc::UnboundedReceiver<Internal>,
     /// Destinations already warned about (a record waiting on a broker that never takes the bundle).
     warned: HashSet<String>,
+    /// Moves completed whose brokers have not reported the change yet: (bundle, source, destination,
+    /// completion time).
+    unsettled: Vec<(String, Option<String>, String, i64)>,
 }
 
 /// The leader task: loads everything, then reacts to notifications and timers until leadership is lost.
@@ -248,6 +251,7 @@ impl Leader {
             internal_tx,
             internal_rx,
             warned: HashSet::new(),
+            unsettled: Vec::new(),
             sh,
             election,
         };
@@ -886,6 +890,8 @@ impl Leader {
         let destination = rec.destination.clone();
         if self.write_record(bundle, rec, false).await? {
             self.status.moves_completed += 1;
+            self.unsettled
+                .push((bundle.to_owned(), source.clone(), destination.clone(), now));
             self.warned.remove(&format!("{bundle}:unplaceable"));
             if cause.starts_grace_period() {
                 self.load.record_unload(bundle, now);
@@ -959,10 +965,48 @@ impl Leader {
 
     // ---- shedding, splits ----------------------------------------------------------------------------------
 
+    /// Whether the last moves are visible in the reports: nothing in flight, and every completed move listed
+    /// by its destination's report and gone from its source's (or the broker is gone, or the reports are
+    /// overdue by more than a forced-report period).
+    fn settled(&mut self, settings: &Settings, now: i64) -> Result<(), String> {
+        let in_flight = self
+            .records
+            .values()
+            .filter(|(r, _)| r.state == AssignmentState::Assigning)
+            .count();
+        let overdue = intervals::report_max(settings).as_millis() as i64
+            + intervals::shedding(settings).as_millis() as i64;
+        let load = &self.load;
+        self.unsettled.retain(|(bundle, source, dest, at)| {
+            let lists = |broker: &str| {
+                load.broker(broker)
+                    .map(|e| e.local.last_stats.contains_key(bundle))
+            };
+            let dest_ok = lists(dest) != Some(false);
+            let source_ok = source.as_deref().map_or(true, |s| lists(s) != Some(true));
+            !(dest_ok && source_ok) && now - at <= overdue
+        });
+        if in_flight > 0 || !self.unsettled.is_empty() {
+            return Err(format!(
+                "{in_flight} move(s) in flight, {} completed move(s) not reported yet",
+                self.unsettled.len()
+            ));
+        }
+        Ok(())
+    }
+
     async fn cycle(&mut self) -> Step {
         let settings = self.sh.settings();
         let now = self.sh.now_ms();
         self.status.shedding_cycles += 1;
+        if let Err(why) = self.settled(&settings, now) {
+            tracing::debug!(leader = %self.id, "shedding waits for the last moves to show in the reports: {why}");
+            if settings.load_balancer_auto_bundle_split_enabled {
+                self.split_check(&settings).await?;
+            }
+            self.reconcile_all().await?;
+            return self.collect_requests().await;
+        }
         let plan = run_shedding_cycle(
             &mut self.load,
             &settings,
