@@ -4,7 +4,7 @@
 //! ownership node for the whole run.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,7 +52,6 @@ pub type ToolWrite = Box<dyn Fn(&str, &str) + Send + Sync>;
 /// One `loadmgr broker` process.
 pub struct Agent {
     pub id: String,
-    pub port: u16,
     child: Option<Child>,
     pub log: PathBuf,
 }
@@ -199,11 +198,44 @@ impl Cluster {
             .expect("spawn loadmgr broker");
         self.agents.push(Agent {
             id: format!("127.0.0.1:{port}"),
-            port,
             child: Some(child),
             log,
         });
         self.agents.len() - 1
+    }
+
+    /// Starts `loadmgr monitor` with its output in a file.
+    pub fn spawn_monitor(&self) -> (Child, PathBuf) {
+        let path = self.dir.path().join("monitor.out");
+        let out = std::fs::File::create(&path).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_loadmgr"))
+            .args([
+                "monitor",
+                "--store",
+                &self.url,
+                "--global-interval-ms",
+                "1000",
+            ])
+            .stdout(out)
+            .stderr(Stdio::null())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn loadmgr monitor");
+        (child, path)
+    }
+
+    /// Runs a `loadmgr` command and returns (success, stdout, stderr).
+    pub async fn loadmgr(&self, args: &[&str]) -> (bool, String, String) {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_loadmgr"))
+            .args(args)
+            .output()
+            .await
+            .expect("run loadmgr");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 
     /// Runs `loadmgr admin` and returns (success, stdout, stderr).
@@ -433,6 +465,9 @@ pub async fn scenario(url: &str, read_tool: ToolRead, write_tool: ToolWrite) {
     let policies = read_tool(&paths::local_policies(NS));
     assert!(policies.contains(r#""numBundles":8"#), "{policies}");
 
+    // The broker monitor watches from the start.
+    let (mut monitor, monitor_out) = c.spawn_monitor();
+
     // One agent first: it leads and, looking its profile's topics up, takes every bundle.
     c.spawn(ports[0]);
     eventually("the first agent leads", Duration::from_secs(20), || async {
@@ -533,6 +568,45 @@ pub async fn scenario(url: &str, read_tool: ToolRead, write_tool: ToolWrite) {
     let ta = read_tool(&paths::time_average(&ids[1]));
     assert!(ta.contains("longTermMsgRateIn"), "{ta}");
     log_line("flush readable by the store's tool", t0);
+
+    // The live data as a snapshot, and the plan the configured strategy would apply now (nothing changes).
+    let snap = c.dir.path().join("live.json");
+    let (ok, _, err) = c
+        .loadmgr(&[
+            "snapshot",
+            "--store",
+            &c.url,
+            "--output",
+            snap.to_str().unwrap(),
+        ])
+        .await;
+    assert!(ok, "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&snap).unwrap()).unwrap();
+    assert_eq!(v["brokers"].as_object().unwrap().len(), 3, "{v}");
+    assert_eq!(
+        v["namespaces"][NS]["boundaries"].as_array().unwrap().len(),
+        9,
+        "{v}"
+    );
+    let before = c.owners().await;
+    let (ok, out, err) = c
+        .loadmgr(&[
+            "explain",
+            "--store",
+            &c.url,
+            "--config",
+            c.conf().to_str().unwrap(),
+            "--cycles",
+            "3",
+        ])
+        .await;
+    assert!(
+        ok && out.starts_with("loadmgr explain: AvgShedder shedding"),
+        "{out}{err}"
+    );
+    assert_eq!(c.owners().await, before, "explain changed ownership");
+    log_line("snapshot and explain --store read the live data", t0);
 
     // A manual unload with a destination lands there.
     let owned = c.owners().await;
@@ -758,6 +832,25 @@ pub async fn scenario(url: &str, read_tool: ToolRead, write_tool: ToolWrite) {
         c.registered().await.is_empty()
     })
     .await;
+    let _ = monitor.kill();
+    let _ = monitor.wait();
+    let printed = std::fs::read_to_string(&monitor_out).unwrap();
+    for id in &ids {
+        assert!(
+            printed.contains(&format!("Gained broker: {id}")),
+            "{printed}"
+        );
+        assert!(
+            printed.contains(&format!("Broker Data for {id}:")),
+            "{printed}"
+        );
+    }
+    assert!(
+        printed.contains(&format!("Lost broker: {victim}")),
+        "{printed}"
+    );
+    assert!(printed.contains("||SYSTEM        "), "{printed}");
+    assert!(printed.contains("Overall Broker Data:"), "{printed}");
     let events = checker.finish();
     log_line(
         &format!("ownership checker: {events} events, never two owners"),
