@@ -570,19 +570,18 @@ async fn request_server(sh: Arc<AgentShared>, mut stop: watch::Receiver<bool>) {
             continue;
         }
         let (ok, message, result) = match &request.op {
-            RequestOp::SplitPoints { bundle, algorithm } => {
-                match split_points(&sh, bundle, algorithm) {
-                    Ok(points) => (
-                        true,
-                        format!("{} split point(s)", points.len()),
-                        serde_json::json!(points
-                            .iter()
-                            .map(|p| format_hash(*p))
-                            .collect::<Vec<_>>()),
-                    ),
-                    Err(e) => (false, e, serde_json::Value::Null),
-                }
-            }
+            RequestOp::SplitPoints {
+                bundle,
+                algorithm,
+                positions,
+            } => match split_points(&sh, bundle, algorithm, positions) {
+                Ok(points) => (
+                    true,
+                    format!("{} split point(s)", points.len()),
+                    serde_json::json!(points.iter().map(|p| format_hash(*p)).collect::<Vec<_>>()),
+                ),
+                Err(e) => (false, e, serde_json::Value::Null),
+            },
             other => (
                 false,
                 format!(
@@ -612,6 +611,7 @@ pub(crate) fn split_points(
     sh: &AgentShared,
     bundle: &str,
     algorithm: &str,
+    positions: &[String],
 ) -> Result<Vec<u64>, String> {
     let name = BundleName::parse(bundle).map_err(|e| e.to_string())?;
     let algorithm: SplitAlgorithm = algorithm
@@ -627,6 +627,10 @@ pub(crate) fn split_points(
         flow_or_qps_difference_threshold_percentage: settings
             .flow_or_qps_difference_threshold_percentage
             as f64,
+        positions: positions
+            .iter()
+            .map(|p| crate::bundle::parse_hash(p).map_err(|e| format!("position {p}: {e}")))
+            .collect::<Result<_, _>>()?,
         ..Default::default()
     };
     for (topic, traffic) in sh.host.bundle_topics(bundle) {

@@ -97,6 +97,8 @@ struct SplitRequest {
     bundle: String,
     owner: String,
     algorithm: SplitAlgorithm,
+    /// For `specified_positions_divide`.
+    positions: Vec<u64>,
     unload_children: bool,
     reason: String,
     origin: SplitOrigin,
@@ -1077,6 +1079,7 @@ impl Leader {
                 bundle: d.bundle.clone(),
                 owner: d.broker.clone(),
                 algorithm,
+                positions: Vec::new(),
                 unload_children: d.unload_children,
                 reason: d.reason.clone(),
                 origin: SplitOrigin::Auto,
@@ -1098,7 +1101,8 @@ impl Leader {
     /// Topic-based algorithms need the owner's topics: ask the owner (or ourselves) for the split points.
     fn ask_split_points(&mut self, plan: SplitRequest) {
         if plan.owner == self.id {
-            let result = split_points(&self.sh, &plan.bundle, plan.algorithm.name());
+            let positions: Vec<String> = plan.positions.iter().map(|p| format_hash(*p)).collect();
+            let result = split_points(&self.sh, &plan.bundle, plan.algorithm.name(), &positions);
             let _ = self
                 .internal_tx
                 .send(Internal::SplitPoints { plan, result });
@@ -1113,6 +1117,7 @@ impl Leader {
                 RequestOp::SplitPoints {
                     bundle: plan.bundle.clone(),
                     algorithm: plan.algorithm.name().to_owned(),
+                    positions: plan.positions.iter().map(|p| format_hash(*p)).collect(),
                 },
                 Some(&plan.owner),
                 &requester,
@@ -1687,6 +1692,22 @@ impl Leader {
                     .join(", ")
             )));
         }
+        // A request a previous leader already started (it died before answering): report the move in flight.
+        if let Some((r, _)) = self.records.get(bundle) {
+            if r.state == AssignmentState::Assigning
+                && r.cause == cause
+                && destination.map_or(true, |d| d == r.destination)
+            {
+                let source = r.source.clone().unwrap_or_default();
+                return Ok(Ok((
+                    format!(
+                        "unloading {bundle} from {source} to {} (already in flight)",
+                        r.destination
+                    ),
+                    serde_json::json!({"bundle": bundle, "source": source, "destination": r.destination}),
+                )));
+            }
+        }
         let Some(owner) = self.owners.get(bundle).map(|o| o.broker.clone()) else {
             return Ok(Err(format!(
                 "{bundle} is not owned by any broker; nothing to unload"
@@ -1836,6 +1857,7 @@ impl Leader {
             bundle: bundle.to_owned(),
             owner,
             algorithm,
+            positions: positions.clone(),
             unload_children: unload,
             reason: format!("operator split with {}", algorithm.name()),
             origin: SplitOrigin::Request {
@@ -1844,15 +1866,16 @@ impl Leader {
                 stat: stat.clone(),
             },
         };
+        // Every algorithm but range_equally_divide looks at the bundle's topics (specified_positions_divide
+        // too: Pulsar splits only a bundle with more than one topic), which only the owner knows.
         match algorithm {
-            SplitAlgorithm::TopicCountEquallyDivide | SplitAlgorithm::FlowOrQpsEquallyDivide => {
+            SplitAlgorithm::TopicCountEquallyDivide
+            | SplitAlgorithm::FlowOrQpsEquallyDivide
+            | SplitAlgorithm::SpecifiedPositionsDivide => {
                 self.ask_split_points(plan);
             }
-            _ => {
-                let input = SplitInput {
-                    positions,
-                    ..Default::default()
-                };
+            SplitAlgorithm::RangeEquallyDivide => {
+                let input = SplitInput::default();
                 match split_bundle(name.range(), algorithm, &input) {
                     Ok(SplitOutcome::Split(points)) => self.apply_split(plan, points).await?,
                     Ok(SplitOutcome::NoSplit(why)) => {

@@ -1,6 +1,115 @@
 //! The live load manager: the broker agent every broker runs, and the leader tasks of the elected one.
 //!
-//! (Design notes: see the end of this page — *Design*.)
+//! Decisions stay in [`crate::core`]; this module owns every store call, timer and task, and is the only
+//! writer of load-balancing state. `loadmgr broker` is a thin wrapper over [`BrokerAgent`].
+//!
+//! # An agent
+//!
+//! [`BrokerAgent::start`]`(store, settings, identity, host, options)` runs, on its own store session:
+//!
+//! * **registration and reports** — a [`ResourceLock`](crate::coordination::ResourceLock) holding the
+//!   `LocalBrokerData` at `/loadbalance/brokers/<host:port>` (with `loadManagerClassName`, so Pulsar 3.0+
+//!   leaders accept it), re-acquired if lost; a zero `TimeAverageBrokerData` written if none exists; every
+//!   `loadBalancerReportUpdateMinIntervalMillis` the host's bundle stats and usage are folded in and the report
+//!   is written when [`reporter::report_update_reason`] says so (§6.1), never while disconnected;
+//! * **host usage** — the host's own figures, or [`host_usage::LinuxHostUsage`] sampled every
+//!   `loadBalancerHostUsageCheckIntervalMinutes`;
+//! * **ownership** — acquires and releases bundles as the assignment records say (below);
+//! * **dynamic configuration** — `/admin/configuration` applied on top of broker.conf (so
+//!   `loadmgr admin shedding disable` or `pulsar-admin brokers update-dynamic-config` reach every broker);
+//! * **requests addressed to it** — split points of a bundle it serves, from its host's topics;
+//! * **leader election** at `/loadbalance/leader`; while it leads, the leader task.
+//!
+//! [`BrokerAgent::shutdown`] resigns leadership, deregisters, then releases every bundle (the leader moves
+//! them at once); a crash leaves all that to the session's expiry.
+//!
+//! A real broker plugs in through [`BrokerHost`] (bundle stats, load/unload); [`SyntheticHost`] serves the
+//! topics of a traffic profile and models CPU and NIC from the traffic it serves; [`IdleHost`] serves nothing.
+//!
+//! # The leader
+//!
+//! Only the elected agent runs it; the supervisor aborts it the moment the election says otherwise
+//! (including on `ConnectionLost`), and every write it makes is a batch fenced by the leader node, so a
+//! deposed leader's late write is rejected by the store. It:
+//!
+//! * loads everything when it starts — reports, stored bundle data and quotas (seeds of bundles seen the first
+//!   time), time averages, namespaces, assignment records (shed/unloaded bundles still in their grace period
+//!   are recorded again from them), ownership nodes — and resumes unfinished moves and unanswered requests;
+//! * aggregates per notification: a change of one broker node re-reads that node only; malformed content is
+//!   logged, counted (`malformedReports` of `/loadmgr/leader-status`) and skipped;
+//! * flushes every `loadBalancerResourceQuotaUpdateIntervalMinutes`: top-K bundle data per broker
+//!   (`loadBalancerMaxNumberOfBundlesInBundleLoadReport`, by short-term throughput) and every time average in
+//!   one fenced batch, skipping unchanged values; deletes the time averages of gone brokers and the bundle
+//!   data of bundles nobody serves and nobody is assigned;
+//! * sheds every `loadBalancerSheddingIntervalMinutes` (when `loadBalancerSheddingEnabled`): the core's plan,
+//!   each unload started as a move carrying the strategy's reason; then the split check
+//!   (`loadBalancerAutoBundleSplitEnabled`) and a reconciliation of every record;
+//! * reassigns a dead broker's bundles as soon as its registration vanishes (Pulsar waits for a lookup);
+//! * answers lookups (placing unowned bundles: lazy assignment), unloads and splits.
+//!
+//! # Hand-over: why a bundle never has two owners
+//!
+//! Ownership is Pulsar's: the owner holds the ephemeral `/namespace/<bundle>` with `NamespaceEphemeralData`.
+//! The leader's intent lives in a persistent record `/loadmgr/assignments/<bundle>` ([`BundleAssignment`],
+//! schema `metadata-schemas/BundleAssignment.schema.json`): `destination` is the broker that must own the
+//! bundle; `state` is `assigning` until the destination holds the node, then `assigned`.
+//!
+//! 1. The leader writes the record (fenced, compare-and-set on the record's version): `assigning`, with the
+//!    cause, the reason and the current owner as `source`.
+//! 2. A broker holding the node while the record names another broker releases it: it marks the node
+//!    `disabled` (lookups stop answering it), unloads the bundle from its host, and deletes the node by version.
+//! 3. The destination, once no ownership node exists and no other broker owns an overlapping range of the
+//!    namespace, creates the node **create-only** and then loads the bundle into its host.
+//! 4. The leader sees the destination's node and marks the record `assigned` (the grace period starts for shed
+//!    and unloaded bundles).
+//!
+//! *At most one owner:* the store lets exactly one create-only put of a path succeed, and a node is created
+//! only when absent, so two ownership nodes of one bundle cannot coexist; the overlap check keeps split parents
+//! and children apart. A host serves a bundle only between its create and its delete. A broker cut off from
+//! the store stops serving everything at `SessionLost` (5/6 of the session timeout, before the server can
+//! expire the session and let someone else create the node), and evaluates every bundle again when it is back
+//! (its store re-creates its ephemerals only where nobody else took them).
+//!
+//! *Nothing lost:* every step is driven by state in the store, not by messages. A leader that dies mid-move
+//! leaves the record; the next leader reads it: if the destination lives, steps 2–3 go on without any leader
+//! and the new leader does step 4; if it died, the record is rewritten with a new destination (`replaced`).
+//! Because `assigned` records stay, a new leader also finds the bundles of brokers that died while no leader
+//! watched (`orphan`). Owned bundles without a record (written by Java brokers, or before loadmgr ran) are
+//! adopted as `assigned`.
+//!
+//! # Requests
+//!
+//! Brokers have no channel to each other but the store: `/loadmgr/requests/request-<seq>` ([`AdminRequest`])
+//! carries lookups and `loadmgr admin` operations to the leader (or, with `target`, to one broker), and the
+//! answer is written into the same node ([`requests`]). Without a leader the asker gets
+//! [`RuntimeError::NoLeader`] at once; otherwise a timeout naming the leader asked.
+//!
+//! # Deliberate differences from Pulsar's modular load manager
+//!
+//! * Orphaned bundles are reassigned when the owner's registration vanishes, not on the next lookup.
+//! * An unload is a move to a destination chosen by placement (never the current owner when another broker
+//!   can take it), so there is no unowned window waiting for a client lookup.
+//! * Only the leader aggregates reports (Pulsar's followers also read every report; PR #20970).
+//! * A broker writes its zero time average only when none exists, so a restart does not erase flushed data.
+//! * A shedding cycle waits until no move is in flight and the reports show the last moves; otherwise a
+//!   strategy reading stale reports sheds the same load twice.
+//! * Split children start with the parent's bundle data divided evenly, and are first owned by the parent's
+//!   owner (Pulsar's `splitAndOwnBundle`); with `loadBalancerAutoUnloadSplitBundlesEnabled` the leader then
+//!   places them anew.
+//! * `memory` in reports is the host's (or cgroup's) memory, not a JVM heap; direct memory is 0 of 0 unless
+//!   the host reports it. Memory carries weight 0 by default since Pulsar 3.0.
+//!
+//! # Time and randomness
+//!
+//! Timers and [`Clock`] run on tokio time, so agents on a shared `memory:NAME` store run under
+//! `tokio::time::pause()` (the tests do). The leader's random choices come from a `StdRng` seeded with
+//! [`AgentOptions::seed`] or `loadmgrRandomSeed` (default 0): the same seed and inputs give the same decisions.
+//!
+//! # Periods in tests
+//!
+//! The minute-based periods have millisecond overrides, off by default: `loadmgrSheddingIntervalMillis`,
+//! `loadmgrResourceQuotaUpdateIntervalMillis`, `loadmgrHostUsageCheckIntervalMillis`,
+//! `loadmgrReportUpdateMaxIntervalMillis` ([`intervals`]).
 
 pub mod admin;
 mod agent;

@@ -131,6 +131,9 @@ pub enum RequestOp {
         bundle: String,
         /// Split algorithm.
         algorithm: String,
+        /// Positions for `specified_positions_divide`, `0x%08x`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        positions: Vec<String>,
     },
 }
 
@@ -153,7 +156,9 @@ impl RequestOp {
                 "split of {bundle} ({})",
                 algorithm.as_deref().unwrap_or("default algorithm")
             ),
-            RequestOp::SplitPoints { bundle, algorithm } => {
+            RequestOp::SplitPoints {
+                bundle, algorithm, ..
+            } => {
                 format!("split points of {bundle} ({algorithm})")
             }
         }
@@ -312,6 +317,7 @@ mod tests {
             RequestOp::SplitPoints {
                 bundle: "public/default/0x00000000_0xffffffff".into(),
                 algorithm: "topic_count_equally_divide".into(),
+                positions: vec![],
             },
         ];
         for op in requests {
