@@ -818,10 +818,16 @@ impl Leader {
         unload_after_acquire: bool,
     ) -> Step<bool> {
         let now = self.sh.now_ms();
+        // The owner now; for a bundle whose owner died, the owner the previous record named.
+        let previous = self.records.get(bundle).map(|(r, _)| match r.state {
+            AssignmentState::Assigned => Some(r.destination.clone()),
+            AssignmentState::Assigning => r.source.clone(),
+        });
         let source = self
             .owners
             .get(bundle)
             .map(|o| o.broker.clone())
+            .or(previous.flatten())
             .filter(|o| o != destination);
         let rec = BundleAssignment {
             bundle: bundle.to_owned(),

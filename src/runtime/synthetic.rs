@@ -362,9 +362,12 @@ impl BrokerHost for SyntheticHost {
 
     fn resource_usage(&self) -> Option<SystemResourceUsage> {
         let stats = self.bundle_stats();
-        let rate: f64 = stats.values().map(|s| s.msg_rate_in + s.msg_rate_out).sum();
-        let tp_in: f64 = stats.values().map(|s| s.msg_throughput_in).sum();
-        let tp_out: f64 = stats.values().map(|s| s.msg_throughput_out).sum();
+        // fold from +0.0: an empty f64 `sum()` is -0.0, which a report would show as "-0.0".
+        let sum =
+            |f: fn(&NamespaceBundleStats) -> f64| stats.values().map(f).fold(0.0, |a, b| a + b);
+        let rate = sum(|s| s.msg_rate_in + s.msg_rate_out);
+        let tp_in = sum(|s| s.msg_throughput_in);
+        let tp_out = sum(|s| s.msg_throughput_out);
         let p = &self.profile;
         let nic_limit = p.nic_speed_gbps * 1024.0 * 1024.0;
         Some(SystemResourceUsage {
@@ -438,6 +441,10 @@ mod tests {
         assert!(host.bundle_stats().is_empty());
         let idle = host.resource_usage().unwrap();
         assert_eq!(idle.cpu, ResourceUsage::new(5.0, 200.0));
+        assert!(
+            idle.bandwidth_in.usage.is_sign_positive(),
+            "no -0.0 in reports"
+        );
         let full = "public/demo/0x00000000_0xffffffff";
         host.load_bundle(full).await.unwrap();
         let stats = host.bundle_stats();
