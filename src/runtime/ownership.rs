@@ -173,12 +173,7 @@ impl AgentShared {
             Err(Error::BadVersion { .. }) => stat.version,
             Err(e) => return Err(e),
         };
-        if let Err(e) = self.host.unload_bundle(bundle).await {
-            tracing::error!(
-                bundle,
-                "the host failed to unload the bundle: {e}; releasing anyway"
-            );
-        }
+        self.host_unload(bundle).await;
         self.served.lock().unwrap().remove(bundle);
         match self.store.delete(&path, Some(version)).await {
             Ok(()) | Err(Error::NotFound { .. }) => {}
@@ -197,6 +192,22 @@ impl AgentShared {
         Ok(())
     }
 
+    /// Tells the host to stop serving, waiting at most `namespaceBundleUnloadingTimeoutMs` (the bundle is
+    /// released anyway then, as Pulsar closes topics forcibly after that timeout).
+    async fn host_unload(&self, bundle: &str) {
+        let limit = Duration::from_millis(
+            self.settings().namespace_bundle_unloading_timeout_ms.max(1) as u64,
+        );
+        match tokio::time::timeout(limit, self.host.unload_bundle(bundle)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(bundle, "the host failed to unload the bundle: {e}"),
+            Err(_) => tracing::error!(
+                bundle,
+                "the host did not unload the bundle within namespaceBundleUnloadingTimeoutMs ({limit:?})"
+            ),
+        }
+    }
+
     async fn serve(&self, bundle: &str) -> Result<(), super::host::HostError> {
         if self.served.lock().unwrap().contains(bundle) {
             return Ok(());
@@ -210,9 +221,7 @@ impl AgentShared {
         let was = self.served.lock().unwrap().remove(bundle);
         if was {
             tracing::warn!(bundle, broker = %self.broker_id, "stopped serving: {why}");
-            if let Err(e) = self.host.unload_bundle(bundle).await {
-                tracing::error!(bundle, "the host failed to unload the bundle: {e}");
-            }
+            self.host_unload(bundle).await;
         }
     }
 
