@@ -901,3 +901,136 @@ async fn graceful_shutdown_hands_bundles_over() {
         n.agent.take().unwrap().shutdown().await.unwrap();
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn hot_bundles_are_split_automatically_and_their_children_placed() {
+    let name = store_name();
+    let mut s = settings();
+    s.load_balancer_shedding_enabled = false;
+    s.load_balancer_auto_bundle_split_enabled = true;
+    s.load_balancer_auto_unload_split_bundles_enabled = true;
+    s.load_balancer_namespace_bundle_max_topics = 10;
+    s.load_balancer_namespace_maximum_bundles = 4;
+    let (nodes, store) = cluster(&name, &s, &profile(0), 2).await;
+    // 32 topics over 2 bundles: both exceed 10 topics and are split once each (4 bundles is the maximum).
+    eventually("two splits", Duration::from_secs(20), || async {
+        admin::namespace_bundles(&store, NS)
+            .await
+            .unwrap()
+            .0
+            .bundles
+            .len()
+            == 4
+    })
+    .await;
+    eventually(
+        "every child owned and assigned",
+        Duration::from_secs(20),
+        || async { all_owned(&store, 4).await && settled(&store).await },
+    )
+    .await;
+    let (info, _) = admin::namespace_bundles(&store, NS).await.unwrap();
+    for b in info.bundle_names() {
+        let r = record(&store, &b).await.unwrap();
+        assert_eq!(r.cause, AssignmentCause::Split, "{r:?}");
+        assert!(
+            r.reason.contains("loadBalancerNamespaceBundleMaxTopics"),
+            "{}",
+            r.reason
+        );
+    }
+    // The parents are gone everywhere: ownership, records, bundle data.
+    for parent in [
+        "public/demo/0x00000000_0x80000000",
+        "public/demo/0x80000000_0xffffffff",
+    ] {
+        assert!(!store.exists(&paths::ownership(parent)).await.unwrap());
+        assert!(!store.exists(&paths::assignment(parent)).await.unwrap());
+        eventually(
+            "parent bundle data deleted",
+            Duration::from_secs(5),
+            || async { !store.exists(&paths::bundle_data(parent)).await.unwrap() },
+        )
+        .await;
+    }
+    // Every topic is still served, by exactly one broker.
+    let served: usize = nodes
+        .iter()
+        .map(|n| {
+            n.host
+                .bundle_stats()
+                .values()
+                .map(|s| s.topics as usize)
+                .sum::<usize>()
+        })
+        .sum();
+    assert_eq!(served, 32);
+    eventually(
+        "the splits counted in the leader status",
+        Duration::from_secs(5),
+        || async {
+            store
+                .get_json::<LeaderStatus>(paths::LEADER_STATUS)
+                .await
+                .unwrap()
+                .is_some_and(|(st, _)| st.splits == 2)
+        },
+    )
+    .await;
+    for mut n in nodes {
+        n.agent.take().unwrap().shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_agent_without_traffic_reports_the_machine() {
+    let name = store_name();
+    let (store, _memory) = session(&name);
+    let mut s = settings();
+    s.advertised_address = Some("127.0.0.1".into());
+    s.web_service_port = Some(8099);
+    let identity = BrokerIdentity::from_settings(&s).unwrap();
+    let agent = BrokerAgent::start(
+        store.clone(),
+        s,
+        identity,
+        Arc::new(loadmgr::runtime::IdleHost::default()),
+        AgentOptions::default(),
+    )
+    .await
+    .unwrap();
+    let (r, stat) = store
+        .get_json::<LocalBrokerData>(&paths::broker("127.0.0.1:8099"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(stat.ephemeral);
+    assert!(r.cpu.limit >= 100.0, "{:?}", r.cpu);
+    assert!(r.memory.limit > 0.0, "{:?}", r.memory);
+    assert_eq!(
+        r.broker_version_string.as_deref(),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
+    assert!(agent.is_leader());
+    // A second process with the same id is refused with a clear error.
+    let (other, _m2) = session(&name);
+    let mut s2 = settings();
+    s2.advertised_address = Some("127.0.0.1".into());
+    s2.web_service_port = Some(8099);
+    let e = BrokerAgent::start(
+        other,
+        s2.clone(),
+        BrokerIdentity::from_settings(&s2).unwrap(),
+        Arc::new(loadmgr::runtime::IdleHost::default()),
+        AgentOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, RuntimeError::AlreadyRegistered { .. }), "{e}");
+    agent.shutdown().await.unwrap();
+    assert!(!store
+        .exists(&paths::broker("127.0.0.1:8099"))
+        .await
+        .unwrap());
+    assert!(!store.exists(paths::LEADER).await.unwrap());
+}

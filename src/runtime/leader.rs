@@ -962,7 +962,10 @@ impl Leader {
                     bundle,
                     &dest,
                     AssignmentCause::Split,
-                    format!("split child unloaded from {}: {why}", rec.destination),
+                    format!(
+                        "{}; child placed anew from {}: {why}",
+                        rec.reason, rec.destination
+                    ),
                     false,
                 )
                 .await
