@@ -1022,7 +1022,10 @@ async fn an_agent_without_traffic_reports_the_machine() {
         s2.clone(),
         BrokerIdentity::from_settings(&s2).unwrap(),
         Arc::new(loadmgr::runtime::IdleHost::default()),
-        AgentOptions::default(),
+        AgentOptions {
+            seed: None,
+            clock: Some(loadmgr::runtime::Clock::starting_at(1)),
+        },
     )
     .await
     .unwrap_err();

@@ -167,9 +167,26 @@ impl BrokerAgent {
         let mut usage = HostUsage::new(&shared);
         let mut report = shared.identity.empty_report(shared.now_ms());
         report.update(&usage.current(&shared), shared.host.bundle_stats());
-        let lock =
+        // A node held by another session may be this broker's previous incarnation (killed and restarted
+        // before its session expired): wait one session timeout for it to go before giving up.
+        let patience = Duration::from_millis(
+            shared
+                .settings()
+                .metadata_store_session_timeout_millis
+                .max(0) as u64,
+        ) + Duration::from_secs(2);
+        let waited_since = tokio::time::Instant::now();
+        let lock = loop {
             match ResourceLock::acquire(store.clone(), &paths::broker(&broker_id), &report).await {
-                Ok(l) => l,
+                Ok(l) => break l,
+                Err(Error::LockBusy { .. }) if waited_since.elapsed() < patience => {
+                    tracing::warn!(
+                        broker = %broker_id,
+                        "{} is held by another session; waiting up to {patience:?} for it to expire",
+                        paths::broker(&broker_id)
+                    );
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
                 Err(Error::LockBusy { .. }) => {
                     config_task.abort();
                     return Err(RuntimeError::AlreadyRegistered {
@@ -181,7 +198,8 @@ impl BrokerAgent {
                     config_task.abort();
                     return Err(e.into());
                 }
-            };
+            }
+        };
         report.clean_deltas();
         tracing::info!(broker = %broker_id, store = %store.address(), "registered at {}", paths::broker(&broker_id));
         match store
