@@ -1,4 +1,6 @@
-//! `loadmgr explain`: a thin wrapper over [`crate::core::explain`].
+//! `loadmgr explain`: a thin wrapper over [`crate::core::explain`]. With `--store` the snapshot is the live data
+//! of a store ([`crate::runtime::snapshot`]) and the settings include its dynamic configuration; nothing is
+//! changed.
 
 use std::path::PathBuf;
 
@@ -10,8 +12,11 @@ use crate::core::snapshot::Snapshot;
 #[derive(Debug, clap::Args)]
 pub struct ExplainArgs {
     /// Load-data snapshot (JSON, schema metadata-schemas/LoadDataSnapshot.schema.json).
+    #[arg(long, required_unless_present = "store", conflicts_with = "store")]
+    pub snapshot: Option<PathBuf>,
+    /// Decide on the live data of this metadata store instead of a snapshot file (changes nothing).
     #[arg(long)]
-    pub snapshot: PathBuf,
+    pub store: Option<String>,
     /// Shedding strategy (AvgShedder, ThresholdShedder, OverloadShedder, UniformLoadShedder, TransferShedder or a
     /// Java class name); default: the configuration's.
     #[arg(long)]
@@ -35,11 +40,7 @@ pub struct ExplainArgs {
 
 /// Runs the command and returns what it prints.
 pub fn render(args: &ExplainArgs) -> Result<String, String> {
-    let text = std::fs::read_to_string(&args.snapshot)
-        .map_err(|e| format!("cannot read {}: {e}", args.snapshot.display()))?;
-    let snapshot =
-        Snapshot::from_json(&text).map_err(|e| format!("{}: {e}", args.snapshot.display()))?;
-    let settings = match &args.config {
+    let mut settings = match &args.config {
         Some(path) => {
             let loaded = Settings::load(path).map_err(|e| e.to_string())?;
             for w in &loaded.warnings {
@@ -50,6 +51,15 @@ pub fn render(args: &ExplainArgs) -> Result<String, String> {
             loaded.settings
         }
         None => Settings::default(),
+    };
+    let snapshot = match (&args.snapshot, &args.store) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            Snapshot::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        (None, Some(url)) => live_snapshot(url, &mut settings)?,
+        (None, None) => return Err("give --snapshot FILE or --store URL".into()),
     };
     let shedder = args
         .strategy
@@ -75,6 +85,43 @@ pub fn render(args: &ExplainArgs) -> Result<String, String> {
         serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n"
     } else {
         explain::render_text(&report)
+    })
+}
+
+/// Reads the live data of a store and applies its dynamic configuration to `settings`.
+fn live_snapshot(url: &str, settings: &mut Settings) -> Result<Snapshot, String> {
+    use crate::store::MetadataStoreExt;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(async {
+        let options = crate::store::StoreOptions::from_conf(|k| settings.get(k));
+        let store = crate::store::connect(url, options)
+            .await
+            .map_err(|e| format!("cannot open the store {url}: {e}"))?;
+        if let Ok(Some((map, _))) = store
+            .get_json::<std::collections::BTreeMap<String, String>>(
+                crate::paths::DYNAMIC_CONFIGURATION,
+            )
+            .await
+        {
+            for (k, v) in map {
+                if Settings::is_dynamic(&k) == Some(true) {
+                    if let Err(e) = settings.set_dynamic(&k, &v) {
+                        eprintln!("warning: {}: {e}", crate::paths::DYNAMIC_CONFIGURATION);
+                    }
+                }
+            }
+        }
+        let now = crate::runtime::Clock::new().now_ms();
+        let live = crate::runtime::snapshot::read_live(&store, settings, now).await;
+        let _ = store.close().await;
+        let live = live.map_err(|e| e.to_string())?;
+        for w in &live.warnings {
+            eprintln!("warning: {w}");
+        }
+        Snapshot::from_value(live.value).map_err(|e| format!("{url}: {e}"))
     })
 }
 

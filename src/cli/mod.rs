@@ -1,12 +1,16 @@
 //! The `loadmgr` command line: one module per subcommand, each a thin clap wrapper over the library.
 
+pub mod admin;
 pub mod bench;
+pub mod broker;
 pub mod bundles;
 pub mod config;
 pub mod explain;
 pub mod json;
+pub mod monitor;
 pub mod route;
 pub mod simulate;
+pub mod snapshot;
 pub mod store;
 
 use std::fmt;
@@ -79,6 +83,14 @@ pub enum Command {
     /// Benchmarks against a live store.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Run a broker agent (registration, reports, ownership, leader tasks) until SIGINT/SIGTERM.
+    Broker(broker::BrokerArgs),
+    /// Operate a live cluster: brokers, namespaces, unloads, splits, lookups, the shedding switch.
+    Admin(admin::AdminArgs),
+    /// Write the live load data of a store as a load-data snapshot.
+    Snapshot(snapshot::SnapshotArgs),
+    /// Watch brokers' reports and print Pulsar's broker-monitor tables.
+    Monitor(monitor::MonitorArgs),
 }
 
 /// Runs a parsed command line and turns the outcome into an exit status.
@@ -92,6 +104,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Route(args) => route::run(args).map_err(CliError::new),
         Command::Store(args) => store::run(args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Broker(args) => broker::run(args),
+        Command::Admin(args) => admin::run(args),
+        Command::Snapshot(args) => snapshot::run(args),
+        Command::Monitor(args) => monitor::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -253,6 +253,21 @@ settings! {
     ("enablePersistentTopics", dynamic = false) enable_persistent_topics: bool = true;
     /// Serve non-persistent topics.
     ("enableNonPersistentTopics", dynamic = false) enable_non_persistent_topics: bool = true;
+    /// loadmgr runtime: shedding period in ms; when > 0 it replaces `loadBalancerSheddingIntervalMinutes`
+    /// (tests and demos; 0 = off).
+    ("loadmgrSheddingIntervalMillis", dynamic = false) loadmgr_shedding_interval_millis: i64 = 0;
+    /// loadmgr runtime: flush period of bundle data and time averages in ms; when > 0 it replaces
+    /// `loadBalancerResourceQuotaUpdateIntervalMinutes` (0 = off).
+    ("loadmgrResourceQuotaUpdateIntervalMillis", dynamic = false) loadmgr_resource_quota_update_interval_millis: i64 = 0;
+    /// loadmgr runtime: host CPU/NIC sampling period in ms; when > 0 it replaces
+    /// `loadBalancerHostUsageCheckIntervalMinutes` (0 = off).
+    ("loadmgrHostUsageCheckIntervalMillis", dynamic = false) loadmgr_host_usage_check_interval_millis: i64 = 0;
+    /// loadmgr runtime: forced report period in ms; when > 0 it replaces
+    /// `loadBalancerReportUpdateMaxIntervalMinutes` (0 = off).
+    ("loadmgrReportUpdateMaxIntervalMillis", dynamic = false) loadmgr_report_update_max_interval_millis: i64 = 0;
+    /// loadmgr runtime: seed of the leader's random choices (placement among equal brokers); the same seed and
+    /// the same inputs give the same decisions.
+    ("loadmgrRandomSeed", dynamic = false) loadmgr_random_seed: i64 = 0;
 }
 
 /// Where a setting came from.

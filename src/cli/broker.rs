@@ -1,0 +1,206 @@
+//! `loadmgr broker`: runs a broker agent until SIGINT/SIGTERM, then deregisters cleanly. A thin wrapper over
+//! [`crate::runtime::BrokerAgent`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{CliError, CliResult};
+use crate::config::Settings;
+use crate::runtime::{
+    AgentOptions, BrokerAgent, BrokerHost, BrokerIdentity, IdleHost, SyntheticHost,
+    SyntheticProfile,
+};
+use crate::store::{self, DynStore, StoreOptions};
+
+/// Flags of `loadmgr broker`.
+#[derive(Debug, clap::Args)]
+pub struct BrokerArgs {
+    /// Metadata store URL (zk:host:2181[/chroot], etcd:http://host:2379, memory:NAME); default: the
+    /// configuration's metadataStoreUrl.
+    #[arg(long)]
+    pub store: Option<String>,
+    /// broker.conf to read (defaults: Pulsar 5.0).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Host part of the broker id and URLs (overrides advertisedAddress).
+    #[arg(long)]
+    pub advertised_address: Option<String>,
+    /// Web service port, the broker id's port (overrides webServicePort).
+    #[arg(long)]
+    pub web_port: Option<u16>,
+    /// Broker (binary protocol) port for pulsar:// URLs (overrides brokerServicePort).
+    #[arg(long)]
+    pub broker_port: Option<u16>,
+    /// Traffic profile of a synthetic host (JSON; see `runtime::synthetic`). Without it the broker carries no
+    /// traffic and reports the machine's CPU, memory and NICs.
+    #[arg(long)]
+    pub synthetic: Option<PathBuf>,
+    /// Seed of the leader's random choices (overrides loadmgrRandomSeed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+/// Reads broker.conf (warnings other than unknown keys go to stderr) or the defaults.
+pub(crate) fn load_settings(config: Option<&Path>) -> Result<Settings, CliError> {
+    match config {
+        Some(path) => {
+            let loaded = Settings::load(path).map_err(|e| CliError::new(e.to_string()))?;
+            for w in &loaded.warnings {
+                if !w.message.starts_with("unknown key") {
+                    eprintln!("warning: {w}");
+                }
+            }
+            Ok(loaded.settings)
+        }
+        None => Ok(Settings::default()),
+    }
+}
+
+/// The store URL from the flag or the configuration.
+pub(crate) fn store_url(flag: Option<&str>, settings: &Settings) -> Result<String, CliError> {
+    flag.map(str::to_owned)
+        .or_else(|| settings.metadata_store_url.clone())
+        .ok_or_else(|| {
+            CliError::new("no store: give --store URL or set metadataStoreUrl in the configuration")
+        })
+}
+
+/// Connects with the configuration's session and operation timeouts.
+pub(crate) async fn connect(url: &str, settings: &Settings) -> Result<DynStore, CliError> {
+    let options = StoreOptions::from_conf(|k| settings.get(k));
+    store::connect(url, options)
+        .await
+        .map_err(|e| CliError::new(format!("cannot open the store {url}: {e}")))
+}
+
+/// Logging to stderr with `LOADMGR_LOG` (default `default`).
+pub(crate) fn init_logging(default: &str) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LOADMGR_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Runs the command.
+pub fn run(args: BrokerArgs) -> CliResult {
+    init_logging("info");
+    let mut settings = load_settings(args.config.as_deref())?;
+    if let Some(a) = &args.advertised_address {
+        settings.advertised_address = Some(a.clone());
+    }
+    if let Some(p) = args.web_port {
+        settings.web_service_port = Some(p as i32);
+    }
+    if let Some(p) = args.broker_port {
+        settings.broker_service_port = Some(p as i32);
+    }
+    let identity =
+        BrokerIdentity::from_settings(&settings).map_err(|e| CliError::new(e.to_string()))?;
+    let url = store_url(args.store.as_deref(), &settings)?;
+    let (host, topics): (Arc<dyn BrokerHost>, Vec<String>) = match &args.synthetic {
+        Some(path) => {
+            let profile = SyntheticProfile::load(path).map_err(|e| CliError::new(e.to_string()))?;
+            let topics = if profile.lookup_on_start {
+                profile.topic_names()
+            } else {
+                Vec::new()
+            };
+            let host = SyntheticHost::new(profile).map_err(|e| CliError::new(e.to_string()))?;
+            (Arc::new(host), topics)
+        }
+        None => (Arc::new(IdleHost::default()), Vec::new()),
+    };
+    super::block_on(async move {
+        let store = connect(&url, &settings).await?;
+        let agent = BrokerAgent::start(
+            store.clone(),
+            settings,
+            identity,
+            host,
+            AgentOptions {
+                seed: args.seed,
+                clock: None,
+            },
+        )
+        .await
+        .map_err(|e| CliError::new(e.to_string()))?;
+        println!(
+            "loadmgr broker {} running on {} ({}); stop with SIGINT or SIGTERM",
+            agent.broker_id(),
+            store.address(),
+            if agent.is_leader() {
+                "leader"
+            } else {
+                "follower"
+            }
+        );
+        let clients =
+            (!topics.is_empty()).then(|| tokio::spawn(look_up_all(agent.lookup_client(), topics)));
+        wait_for_signal().await?;
+        if let Some(c) = clients {
+            c.abort();
+        }
+        let id = agent.broker_id().to_owned();
+        agent
+            .shutdown()
+            .await
+            .map_err(|e| CliError::new(e.to_string()))?;
+        let _ = store.close().await;
+        println!("loadmgr broker {id} stopped");
+        Ok(())
+    })
+}
+
+/// What the clients of a synthetic profile do once at start: look one topic of every bundle up (retrying
+/// until it has an owner), so the leader assigns the bundles they use.
+async fn look_up_all(client: crate::runtime::LookupClient, topics: Vec<String>) {
+    use crate::bundle::{BundleName, TopicName};
+    let mut pending = topics;
+    let mut delay = Duration::from_millis(200);
+    while !pending.is_empty() {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut failed = Vec::new();
+        for topic in pending {
+            // One lookup per bundle: topics of a bundle already looked up in this pass are skipped.
+            if let Ok(t) = TopicName::parse(&topic) {
+                if let Ok(Some(info)) =
+                    crate::runtime::namespaces::read_bundles(client.store(), t.namespace()).await
+                {
+                    let bundle =
+                        BundleName::new(t.namespace().clone(), info.bundles.find_topic(&t));
+                    if !seen.insert(bundle.to_string()) {
+                        continue;
+                    }
+                }
+            }
+            match client.lookup(&topic, Duration::from_secs(30)).await {
+                Ok(found) => {
+                    tracing::info!(topic, bundle = %found.bundle, owner = %found.broker, "lookup")
+                }
+                Err(e) => {
+                    tracing::warn!(topic, "lookup failed: {e}; retrying");
+                    failed.push(topic);
+                }
+            }
+        }
+        pending = failed;
+        if !pending.is_empty() {
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(5));
+        }
+    }
+}
+
+async fn wait_for_signal() -> CliResult {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())
+        .map_err(|e| CliError::new(format!("cannot listen for SIGTERM: {e}")))?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.map_err(|e| CliError::new(format!("cannot listen for SIGINT: {e}"))),
+        _ = term.recv() => Ok(()),
+    }
+}

@@ -1,0 +1,704 @@
+//! The broker agent: registration and reports, the ownership task, dynamic configuration, answers to requests
+//! addressed to this broker, and the leader task while this broker leads.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use super::clock::Clock;
+use super::host::BrokerHost;
+use super::host_usage::LinuxHostUsage;
+use super::identity::BrokerIdentity;
+use super::ownership::{OwnershipCommand, OwnershipTask};
+use super::records::{AdminRequest, RequestOp, RequestResponse};
+use super::reporter::report_update_reason;
+use super::requests::{self, LookupResult};
+use super::{intervals, RuntimeError};
+use crate::bundle::{
+    format_hash, split_bundle, BundleName, SplitAlgorithm, SplitInput, SplitOutcome, TopicName,
+};
+use crate::config::Settings;
+use crate::coordination::{LeaderElection, LeaderState, ResourceLock};
+use crate::model::{LocalBrokerData, NamespaceEphemeralData, TimeAverageBrokerData};
+use crate::paths;
+use crate::store::{
+    CreateOptions, DynStore, Error, MetadataStoreExt, NotificationType, CREATE_ONLY,
+};
+
+/// Options of an agent beyond its settings.
+#[derive(Debug, Clone, Default)]
+pub struct AgentOptions {
+    /// Seed of the leader's random choices; `None` takes `loadmgrRandomSeed`.
+    pub seed: Option<u64>,
+    /// The clock (default: the system time, advanced by tokio time).
+    pub clock: Option<Clock>,
+}
+
+/// Counters of one agent.
+#[derive(Debug, Default)]
+pub struct AgentMetrics {
+    /// Reports written.
+    pub reports_written: AtomicU64,
+    /// Report checks that found no reason to write.
+    pub reports_skipped: AtomicU64,
+    /// Broker nodes the leader could not read as a report (logged and skipped).
+    pub malformed_reports: AtomicU64,
+    /// Times this agent became leader.
+    pub leaderships: AtomicU64,
+}
+
+/// State shared by the agent's tasks.
+#[derive(Debug)]
+pub(crate) struct AgentShared {
+    pub(crate) store: DynStore,
+    pub(crate) identity: BrokerIdentity,
+    pub(crate) broker_id: String,
+    pub(crate) ownership_data: NamespaceEphemeralData,
+    pub(crate) host: Arc<dyn BrokerHost>,
+    pub(crate) clock: Clock,
+    /// File settings with the dynamic configuration applied.
+    pub(crate) settings: watch::Sender<Settings>,
+    pub(crate) seed: u64,
+    /// Bundles whose ownership node this broker holds.
+    pub(crate) owned: Mutex<BTreeSet<String>>,
+    /// Bundles the host was told to serve.
+    pub(crate) served: Mutex<BTreeSet<String>>,
+    pub(crate) metrics: AgentMetrics,
+    stopping: AtomicBool,
+}
+
+impl AgentShared {
+    pub(crate) fn settings(&self) -> Settings {
+        self.settings.borrow().clone()
+    }
+
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+}
+
+/// A running broker agent; see the [module docs](super). Stop it with [`BrokerAgent::shutdown`] (dropping it
+/// aborts its tasks; the store session's ephemerals then vanish only when the store is closed).
+#[derive(Debug)]
+pub struct BrokerAgent {
+    shared: Arc<AgentShared>,
+    election: Option<Arc<LeaderElection>>,
+    stop: watch::Sender<bool>,
+    ownership: mpsc::Sender<OwnershipCommand>,
+    reporter: Option<JoinHandle<()>>,
+    supervisor: Option<JoinHandle<()>>,
+    tasks: Vec<JoinHandle<()>>,
+    leader_task: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+/// A cheap handle for lookups through an agent's store session.
+#[derive(Debug, Clone)]
+pub struct LookupClient {
+    store: DynStore,
+    requester: String,
+}
+
+impl LookupClient {
+    /// The store session lookups go through.
+    pub fn store(&self) -> &DynStore {
+        &self.store
+    }
+
+    /// Finds (or has the leader assign) the owner of `topic`, waiting up to `timeout`.
+    pub async fn lookup(
+        &self,
+        topic: &str,
+        timeout: Duration,
+    ) -> Result<LookupResult, RuntimeError> {
+        TopicName::parse(topic)
+            .map_err(|e| RuntimeError::Invalid(format!("topic {topic}: {e}")))?;
+        requests::lookup(&self.store, topic, &self.requester, timeout).await
+    }
+}
+
+impl BrokerAgent {
+    /// Starts an agent for `host` on `store` (a session of its own: the registration and ownership nodes are
+    /// its ephemerals): registers the broker, writes its zero time average if none exists, starts the
+    /// ownership, configuration, request and report tasks and joins the leader election.
+    ///
+    /// Errors: [`RuntimeError::Config`] for an unusable identity, [`RuntimeError::AlreadyRegistered`] when
+    /// another live process registered the same broker id, store errors.
+    pub async fn start(
+        store: DynStore,
+        settings: Settings,
+        identity: BrokerIdentity,
+        host: Arc<dyn BrokerHost>,
+        options: AgentOptions,
+    ) -> Result<BrokerAgent, RuntimeError> {
+        identity.validate()?;
+        let broker_id = identity.broker_id();
+        let clock = options.clock.unwrap_or_default();
+        let seed = options.seed.unwrap_or(settings.loadmgr_random_seed as u64);
+        let (settings_tx, _) = watch::channel(settings.clone());
+        let shared = Arc::new(AgentShared {
+            ownership_data: identity.ownership_data(),
+            broker_id: broker_id.clone(),
+            identity,
+            store: store.clone(),
+            host,
+            clock,
+            settings: settings_tx,
+            seed,
+            owned: Mutex::new(BTreeSet::new()),
+            served: Mutex::new(BTreeSet::new()),
+            metrics: AgentMetrics::default(),
+            stopping: AtomicBool::new(false),
+        });
+        let (stop, stop_rx) = watch::channel(false);
+
+        // Dynamic configuration first, so every later step sees it.
+        apply_dynamic_config(&shared, &settings).await;
+        let config_task = tokio::spawn(config_loop(shared.clone(), settings, stop_rx.clone()));
+
+        // Registration.
+        let mut usage = HostUsage::new(&shared);
+        let mut report = shared.identity.empty_report(shared.now_ms());
+        report.update(&usage.current(&shared), shared.host.bundle_stats());
+        // A node held by another session may be this broker's previous incarnation (killed and restarted
+        // before its session expired): wait one session timeout for it to go before giving up.
+        let patience = Duration::from_millis(
+            shared
+                .settings()
+                .metadata_store_session_timeout_millis
+                .max(0) as u64,
+        ) + Duration::from_secs(2);
+        let waited_since = tokio::time::Instant::now();
+        let lock = loop {
+            match ResourceLock::acquire(store.clone(), &paths::broker(&broker_id), &report).await {
+                Ok(l) => break l,
+                Err(Error::LockBusy { .. }) if waited_since.elapsed() < patience => {
+                    tracing::warn!(
+                        broker = %broker_id,
+                        "{} is held by another session; waiting up to {patience:?} for it to expire",
+                        paths::broker(&broker_id)
+                    );
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(Error::LockBusy { .. }) => {
+                    config_task.abort();
+                    return Err(RuntimeError::AlreadyRegistered {
+                        broker: broker_id,
+                        store: store.address(),
+                    });
+                }
+                Err(e) => {
+                    config_task.abort();
+                    return Err(e.into());
+                }
+            }
+        };
+        report.clean_deltas();
+        tracing::info!(broker = %broker_id, store = %store.address(), "registered at {}", paths::broker(&broker_id));
+        match store
+            .put_json(
+                &paths::time_average(&broker_id),
+                &TimeAverageBrokerData::default(),
+                Some(CREATE_ONLY),
+                CreateOptions::PERSISTENT,
+            )
+            .await
+        {
+            Ok(_) | Err(Error::BadVersion { .. }) => {}
+            Err(e) => tracing::warn!("cannot write the initial time average: {e}"),
+        }
+
+        // Ownership.
+        let (own_tx, own_rx) = mpsc::channel(4);
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let own_task = tokio::spawn(OwnershipTask::new(shared.clone()).run(own_rx, ready_tx));
+        match ready_rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                config_task.abort();
+                let _ = lock.release().await;
+                return Err(e);
+            }
+            Err(_) => {
+                config_task.abort();
+                let _ = lock.release().await;
+                return Err(RuntimeError::Invalid(
+                    "the ownership task ended at start".into(),
+                ));
+            }
+        }
+
+        let requests_task = tokio::spawn(request_server(shared.clone(), stop_rx.clone()));
+        let reporter = tokio::spawn(report_loop(
+            shared.clone(),
+            lock,
+            report,
+            usage,
+            stop_rx.clone(),
+        ));
+
+        // Leadership.
+        let election = Arc::new(
+            LeaderElection::start(store.clone(), paths::LEADER, shared.identity.leader_value())
+                .await?,
+        );
+        let leader_task: Arc<Mutex<Option<JoinHandle<()>>>> = Arc::new(Mutex::new(None));
+        let supervisor = tokio::spawn(leader_supervisor(
+            shared.clone(),
+            election.clone(),
+            leader_task.clone(),
+            stop_rx,
+        ));
+        Ok(BrokerAgent {
+            shared,
+            election: Some(election),
+            stop,
+            ownership: own_tx,
+            reporter: Some(reporter),
+            supervisor: Some(supervisor),
+            tasks: vec![config_task, own_task, requests_task],
+            leader_task,
+        })
+    }
+
+    /// The broker id (`host:port`).
+    pub fn broker_id(&self) -> &str {
+        &self.shared.broker_id
+    }
+
+    /// Whether this agent leads now.
+    pub fn is_leader(&self) -> bool {
+        self.election.as_ref().is_some_and(|e| e.is_leader())
+    }
+
+    /// The election state.
+    pub fn leader_state(&self) -> LeaderState {
+        self.election
+            .as_ref()
+            .map_or(LeaderState::NoLeader, |e| e.state())
+    }
+
+    /// Bundles whose ownership node this broker holds now.
+    pub fn owned_bundles(&self) -> BTreeSet<String> {
+        self.shared.owned.lock().unwrap().clone()
+    }
+
+    /// The settings in effect (file settings plus dynamic configuration).
+    pub fn settings(&self) -> Settings {
+        self.shared.settings()
+    }
+
+    /// The agent's counters.
+    pub fn metrics(&self) -> &AgentMetrics {
+        &self.shared.metrics
+    }
+
+    /// A handle for lookups through this agent's store session.
+    pub fn lookup_client(&self) -> LookupClient {
+        LookupClient {
+            store: self.shared.store.clone(),
+            requester: self.shared.broker_id.clone(),
+        }
+    }
+
+    /// Looks a topic up (see [`LookupClient::lookup`]).
+    pub async fn lookup(
+        &self,
+        topic: &str,
+        timeout: Duration,
+    ) -> Result<LookupResult, RuntimeError> {
+        self.lookup_client().lookup(topic, timeout).await
+    }
+
+    /// Stops cleanly: stops leading (deleting the leader node, so a successor takes over at once),
+    /// deregisters, releases every bundle (the leader then reassigns them) and stops the tasks. The store is
+    /// left open for the caller to close.
+    pub async fn shutdown(mut self) -> Result<(), RuntimeError> {
+        tracing::info!(broker = %self.shared.broker_id, "shutting down");
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        let _ = self.stop.send(true);
+        let leader = self.leader_task.lock().unwrap().take();
+        if let Some(t) = leader {
+            t.abort();
+            let _ = t.await;
+        }
+        if let Some(s) = self.supervisor.take() {
+            let _ = s.await;
+        }
+        // The leader task and the supervisor are gone, so this is the last handle: resigning stops the
+        // election and deletes our leader node (by version), letting a successor take over at once.
+        if let Some(election) = self.election.take() {
+            match Arc::try_unwrap(election) {
+                Ok(e) => e.resign().await?,
+                Err(_) => tracing::warn!(
+                    "the election is still shared; leaving the leader node to the session"
+                ),
+            }
+        }
+        // The reporter releases the registration when told to stop.
+        if let Some(r) = self.reporter.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), r).await;
+        }
+        let (done_tx, done_rx) = oneshot::channel();
+        if self
+            .ownership
+            .send(OwnershipCommand::Shutdown(done_tx))
+            .await
+            .is_ok()
+        {
+            let _ = tokio::time::timeout(Duration::from_secs(30), done_rx).await;
+        }
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        tracing::info!(broker = %self.shared.broker_id, "stopped");
+        Ok(())
+    }
+}
+
+impl Drop for BrokerAgent {
+    fn drop(&mut self) {
+        if let Some(t) = self.leader_task.lock().unwrap().take() {
+            t.abort();
+        }
+        if let Some(r) = self.reporter.take() {
+            r.abort();
+        }
+        if let Some(s) = self.supervisor.take() {
+            s.abort();
+        }
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Host usage: the host's own figures, or a Linux sampler refreshed every host-usage interval.
+pub(crate) struct HostUsage {
+    sampler: Option<LinuxHostUsage>,
+    last_sample: Option<tokio::time::Instant>,
+}
+
+impl HostUsage {
+    fn new(sh: &AgentShared) -> Self {
+        let sampler = sh.host.resource_usage().is_none().then(|| {
+            LinuxHostUsage::new(sh.settings().load_balancer_override_broker_nic_speed_gbps)
+        });
+        Self {
+            sampler,
+            last_sample: None,
+        }
+    }
+
+    fn current(&mut self, sh: &AgentShared) -> crate::model::SystemResourceUsage {
+        if let Some(u) = sh.host.resource_usage() {
+            return u;
+        }
+        let Some(s) = self.sampler.as_mut() else {
+            return Default::default();
+        };
+        let every = intervals::host_usage(&sh.settings());
+        let now = tokio::time::Instant::now();
+        if self
+            .last_sample
+            .map_or(true, |t| now.duration_since(t) >= every)
+        {
+            self.last_sample = Some(now);
+            s.sample()
+        } else {
+            s.current()
+        }
+    }
+}
+
+/// The report task: every `loadBalancerReportUpdateMinIntervalMillis` refresh the report and write it when
+/// due (§6.1); never while disconnected. Re-registers when the registration was lost. Releases the
+/// registration when told to stop.
+async fn report_loop(
+    sh: Arc<AgentShared>,
+    mut lock: ResourceLock<LocalBrokerData>,
+    mut report: LocalBrokerData,
+    mut usage: HostUsage,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut written = report.clone();
+    loop {
+        let period = intervals::report_check(&sh.settings());
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = stop.changed() => {
+                if let Err(e) = lock.release().await {
+                    tracing::warn!("deregistration failed: {e}");
+                } else {
+                    tracing::info!(broker = %sh.broker_id, "deregistered");
+                }
+                return;
+            }
+        }
+        let settings = sh.settings();
+        report.update(&usage.current(&sh), sh.host.bundle_stats());
+        if !sh.store.is_connected() {
+            continue;
+        }
+        if !lock.is_held() {
+            match ResourceLock::acquire(sh.store.clone(), &paths::broker(&sh.broker_id), &report)
+                .await
+            {
+                Ok(l) => {
+                    tracing::warn!(broker = %sh.broker_id, "registered again after the registration was lost");
+                    lock = l;
+                    report.clean_deltas();
+                    written = report.clone();
+                }
+                Err(e) => tracing::error!(broker = %sh.broker_id, "cannot register again: {e}"),
+            }
+            continue;
+        }
+        let now = sh.now_ms();
+        let Some(why) = report_update_reason(
+            &written,
+            &report,
+            now,
+            intervals::report_max(&settings).as_millis() as i64,
+            &settings,
+        ) else {
+            sh.metrics.reports_skipped.fetch_add(1, Ordering::Relaxed);
+            continue;
+        };
+        let previous = report.last_update;
+        report.last_update = now;
+        match lock.update_value(&report).await {
+            Ok(()) => {
+                tracing::debug!(broker = %sh.broker_id, "report written: {why}");
+                sh.metrics.reports_written.fetch_add(1, Ordering::Relaxed);
+                report.clean_deltas();
+                written = report.clone();
+            }
+            Err(e) => {
+                report.last_update = previous;
+                tracing::warn!(broker = %sh.broker_id, "report write failed: {e}");
+            }
+        }
+    }
+}
+
+/// Applies `/admin/configuration` (Pulsar's dynamic configuration, a JSON map of key → string) on top of the
+/// file settings: dynamic keys loadmgr knows are applied, other keys ignored (the map also holds broker keys
+/// that are not about load balancing).
+async fn apply_dynamic_config(sh: &AgentShared, base: &Settings) {
+    let map = match sh
+        .store
+        .get_json::<BTreeMap<String, String>>(paths::DYNAMIC_CONFIGURATION)
+        .await
+    {
+        Ok(Some((m, _))) => m,
+        Ok(None) => BTreeMap::new(),
+        Err(e) => {
+            tracing::warn!(
+                "cannot read {}: {e}; keeping the current settings",
+                paths::DYNAMIC_CONFIGURATION
+            );
+            return;
+        }
+    };
+    let mut next = base.clone();
+    for (key, value) in &map {
+        match Settings::is_dynamic(key) {
+            Some(true) => {
+                if let Err(e) = next.set_dynamic(key, value) {
+                    tracing::warn!("{}: {e}; ignored", paths::DYNAMIC_CONFIGURATION);
+                }
+            }
+            Some(false) => tracing::warn!(
+                "{}: {key} is not a dynamic setting; change broker.conf and restart",
+                paths::DYNAMIC_CONFIGURATION
+            ),
+            None => {}
+        }
+    }
+    sh.settings.send_if_modified(|current| {
+        if *current == next {
+            return false;
+        }
+        for (key, value) in next.entries() {
+            if current.get(key).as_deref() != Some(value.as_str()) {
+                tracing::info!(broker = %sh.broker_id, "dynamic configuration: {key}={value}");
+            }
+        }
+        *current = next;
+        true
+    });
+}
+
+async fn config_loop(sh: Arc<AgentShared>, base: Settings, mut stop: watch::Receiver<bool>) {
+    let mut notifications = match sh.store.watch(paths::DYNAMIC_CONFIGURATION).await {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::error!("cannot watch {}: {e}", paths::DYNAMIC_CONFIGURATION);
+            return;
+        }
+    };
+    let mut events = sh.store.session_events();
+    loop {
+        tokio::select! {
+            n = notifications.next() => match n {
+                None => return,
+                Some(n) if n.path == paths::DYNAMIC_CONFIGURATION => apply_dynamic_config(&sh, &base).await,
+                Some(_) => {}
+            },
+            e = events.next() => match e {
+                None => return,
+                Some(e) if e.is_connected() => apply_dynamic_config(&sh, &base).await,
+                Some(_) => {}
+            },
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Answers requests addressed to this broker (`target` = its id): the split points of a bundle it serves.
+async fn request_server(sh: Arc<AgentShared>, mut stop: watch::Receiver<bool>) {
+    let mut notifications = match sh.store.watch(paths::REQUESTS).await {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::error!("cannot watch {}: {e}", paths::REQUESTS);
+            return;
+        }
+    };
+    loop {
+        let n = tokio::select! {
+            n = notifications.next() => n,
+            _ = stop.changed() => return,
+        };
+        let Some(n) = n else { return };
+        if n.kind != NotificationType::Created || n.path == paths::REQUESTS {
+            continue;
+        }
+        let Ok(Some((request, stat))) = sh.store.get_json::<AdminRequest>(&n.path).await else {
+            continue;
+        };
+        if request.response.is_some() || request.target.as_deref() != Some(sh.broker_id.as_str()) {
+            continue;
+        }
+        let (ok, message, result) = match &request.op {
+            RequestOp::SplitPoints {
+                bundle,
+                algorithm,
+                positions,
+            } => match split_points(&sh, bundle, algorithm, positions) {
+                Ok(points) => (
+                    true,
+                    format!("{} split point(s)", points.len()),
+                    serde_json::json!(points.iter().map(|p| format_hash(*p)).collect::<Vec<_>>()),
+                ),
+                Err(e) => (false, e, serde_json::Value::Null),
+            },
+            other => (
+                false,
+                format!(
+                    "{} is answered by the leader, not by a broker",
+                    other.describe()
+                ),
+                serde_json::Value::Null,
+            ),
+        };
+        let response = RequestResponse {
+            ok,
+            message,
+            result,
+            answered_by: sh.broker_id.clone(),
+            answered_ms: sh.now_ms(),
+        };
+        if let Err(e) =
+            requests::answer_unfenced(&sh.store, &n.path, &request, &stat, response).await
+        {
+            tracing::warn!(path = %n.path, "cannot answer: {e}");
+        }
+    }
+}
+
+/// Split points of a bundle this broker serves, from the host's topics.
+pub(crate) fn split_points(
+    sh: &AgentShared,
+    bundle: &str,
+    algorithm: &str,
+    positions: &[String],
+) -> Result<Vec<u64>, String> {
+    let name = BundleName::parse(bundle).map_err(|e| e.to_string())?;
+    let algorithm: SplitAlgorithm = algorithm
+        .parse()
+        .map_err(|e: crate::bundle::BundleError| e.to_string())?;
+    if !sh.served.lock().unwrap().contains(bundle) {
+        return Err(format!("{} does not serve {bundle}", sh.broker_id));
+    }
+    let settings = sh.settings();
+    let mut input = SplitInput {
+        max_msg_rate: settings.load_balancer_namespace_bundle_max_msg_rate as f64,
+        max_bandwidth_mbytes: settings.load_balancer_namespace_bundle_max_bandwidth_mbytes as f64,
+        flow_or_qps_difference_threshold_percentage: settings
+            .flow_or_qps_difference_threshold_percentage
+            as f64,
+        positions: positions
+            .iter()
+            .map(|p| crate::bundle::parse_hash(p).map_err(|e| format!("position {p}: {e}")))
+            .collect::<Result<_, _>>()?,
+        ..Default::default()
+    };
+    for (topic, traffic) in sh.host.bundle_topics(bundle) {
+        let t = TopicName::parse(&topic)
+            .map_err(|e| format!("the host reported topic {topic}: {e}"))?;
+        input.topics.push(t);
+        input.traffic.insert(topic, traffic);
+    }
+    match split_bundle(name.range(), algorithm, &input).map_err(|e| e.to_string())? {
+        SplitOutcome::Split(points) => Ok(points),
+        SplitOutcome::NoSplit(why) => {
+            Err(format!("{} gives no split point: {why}", algorithm.name()))
+        }
+    }
+}
+
+/// Starts the leader task when this broker is elected and aborts it the moment it is not.
+async fn leader_supervisor(
+    sh: Arc<AgentShared>,
+    election: Arc<LeaderElection>,
+    slot: Arc<Mutex<Option<JoinHandle<()>>>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut states = election.subscribe();
+    loop {
+        let leading = *states.borrow_and_update() == LeaderState::Leading;
+        {
+            let mut slot = slot.lock().unwrap();
+            let running = slot.as_ref().is_some_and(|t| !t.is_finished());
+            if leading && !running && !sh.stopping() {
+                sh.metrics.leaderships.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(broker = %sh.broker_id, "became leader");
+                *slot = Some(tokio::spawn(super::leader::run(
+                    sh.clone(),
+                    election.clone(),
+                )));
+            } else if !leading {
+                if let Some(t) = slot.take() {
+                    if !t.is_finished() {
+                        tracing::warn!(broker = %sh.broker_id, "no longer leader: leader tasks stopped");
+                    }
+                    t.abort();
+                }
+            }
+        }
+        tokio::select! {
+            r = states.changed() => if r.is_err() { return },
+            _ = stop.changed() => return,
+            // A leader task that ended by itself (fenced, store closed) is restarted while we still lead.
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}

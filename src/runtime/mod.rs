@@ -1,0 +1,273 @@
+//! The live load manager: the broker agent every broker runs, and the leader tasks of the elected one.
+//!
+//! Decisions stay in [`crate::core`]; this module owns every store call, timer and task, and is the only
+//! writer of load-balancing state. `loadmgr broker` is a thin wrapper over [`BrokerAgent`].
+//!
+//! # An agent
+//!
+//! [`BrokerAgent::start`]`(store, settings, identity, host, options)` runs, on its own store session:
+//!
+//! * **registration and reports** — a [`ResourceLock`](crate::coordination::ResourceLock) holding the
+//!   `LocalBrokerData` at `/loadbalance/brokers/<host:port>` (with `loadManagerClassName`, so Pulsar 3.0+
+//!   leaders accept it), re-acquired if lost; a zero `TimeAverageBrokerData` written if none exists; every
+//!   `loadBalancerReportUpdateMinIntervalMillis` the host's bundle stats and usage are folded in and the report
+//!   is written when [`reporter::report_update_reason`] says so (§6.1), never while disconnected;
+//! * **host usage** — the host's own figures, or [`host_usage::LinuxHostUsage`] sampled every
+//!   `loadBalancerHostUsageCheckIntervalMinutes`;
+//! * **ownership** — acquires and releases bundles as the assignment records say (below);
+//! * **dynamic configuration** — `/admin/configuration` applied on top of broker.conf (so
+//!   `loadmgr admin shedding disable` or `pulsar-admin brokers update-dynamic-config` reach every broker);
+//! * **requests addressed to it** — split points of a bundle it serves, from its host's topics;
+//! * **leader election** at `/loadbalance/leader`; while it leads, the leader task.
+//!
+//! [`BrokerAgent::shutdown`] resigns leadership, deregisters, then releases every bundle (the leader moves
+//! them at once); a crash leaves all that to the session's expiry.
+//!
+//! A real broker plugs in through [`BrokerHost`] (bundle stats, load/unload); [`SyntheticHost`] serves the
+//! topics of a traffic profile and models CPU and NIC from the traffic it serves; [`IdleHost`] serves nothing.
+//!
+//! # The leader
+//!
+//! Only the elected agent runs it; the supervisor aborts it the moment the election says otherwise
+//! (including on `ConnectionLost`), and every write it makes is a batch fenced by the leader node, so a
+//! deposed leader's late write is rejected by the store. It:
+//!
+//! * loads everything when it starts — reports, stored bundle data and quotas (seeds of bundles seen the first
+//!   time), time averages, namespaces, assignment records (shed/unloaded bundles still in their grace period
+//!   are recorded again from them), ownership nodes — and resumes unfinished moves and unanswered requests;
+//! * aggregates per notification: a change of one broker node re-reads that node only; malformed content is
+//!   logged, counted (`malformedReports` of `/loadmgr/leader-status`) and skipped;
+//! * flushes every `loadBalancerResourceQuotaUpdateIntervalMinutes`: top-K bundle data per broker
+//!   (`loadBalancerMaxNumberOfBundlesInBundleLoadReport`, by short-term throughput) and every time average in
+//!   one fenced batch, skipping unchanged values; deletes the time averages of gone brokers and the bundle
+//!   data of bundles nobody serves and nobody is assigned;
+//! * sheds every `loadBalancerSheddingIntervalMinutes` (when `loadBalancerSheddingEnabled`): the core's plan,
+//!   each unload started as a move carrying the strategy's reason; then the split check
+//!   (`loadBalancerAutoBundleSplitEnabled`) and a reconciliation of every record;
+//! * reassigns a dead broker's bundles as soon as its registration vanishes (Pulsar waits for a lookup);
+//! * answers lookups (placing unowned bundles: lazy assignment), unloads and splits.
+//!
+//! # Hand-over: why a bundle never has two owners
+//!
+//! Ownership is Pulsar's: the owner holds the ephemeral `/namespace/<bundle>` with `NamespaceEphemeralData`.
+//! The leader's intent lives in a persistent record `/loadmgr/assignments/<bundle>` ([`BundleAssignment`],
+//! schema `metadata-schemas/BundleAssignment.schema.json`): `destination` is the broker that must own the
+//! bundle; `state` is `assigning` until the destination holds the node, then `assigned`.
+//!
+//! 1. The leader writes the record (fenced, compare-and-set on the record's version): `assigning`, with the
+//!    cause, the reason and the current owner as `source`.
+//! 2. A broker holding the node while the record names another broker releases it: it marks the node
+//!    `disabled` (lookups stop answering it), unloads the bundle from its host, and deletes the node by version.
+//! 3. The destination, once no ownership node exists and no other broker owns an overlapping range of the
+//!    namespace, creates the node **create-only** and then loads the bundle into its host.
+//! 4. The leader sees the destination's node and marks the record `assigned` (the grace period starts for shed
+//!    and unloaded bundles).
+//!
+//! *At most one owner:* the store lets exactly one create-only put of a path succeed, and a node is created
+//! only when absent, so two ownership nodes of one bundle cannot coexist; the overlap check keeps split parents
+//! and children apart. A host serves a bundle only between its create and its delete. A broker cut off from
+//! the store stops serving everything at `SessionLost` (5/6 of the session timeout, before the server can
+//! expire the session and let someone else create the node), and evaluates every bundle again when it is back
+//! (its store re-creates its ephemerals only where nobody else took them).
+//!
+//! *Nothing lost:* every step is driven by state in the store, not by messages. A leader that dies mid-move
+//! leaves the record; the next leader reads it: if the destination lives, steps 2–3 go on without any leader
+//! and the new leader does step 4; if it died, the record is rewritten with a new destination (`replaced`).
+//! Because `assigned` records stay, a new leader also finds the bundles of brokers that died while no leader
+//! watched (`orphan`). Owned bundles without a record (written by Java brokers, or before loadmgr ran) are
+//! adopted as `assigned`.
+//!
+//! # Requests
+//!
+//! Brokers have no channel to each other but the store: `/loadmgr/requests/request-<seq>` ([`AdminRequest`])
+//! carries lookups and `loadmgr admin` operations to the leader (or, with `target`, to one broker), and the
+//! answer is written into the same node ([`requests`]). Without a leader the asker gets
+//! [`RuntimeError::NoLeader`] at once; otherwise a timeout naming the leader asked.
+//!
+//! # Deliberate differences from Pulsar's modular load manager
+//!
+//! * Orphaned bundles are reassigned when the owner's registration vanishes, not on the next lookup.
+//! * An unload is a move to a destination chosen by placement (never the current owner when another broker
+//!   can take it), so there is no unowned window waiting for a client lookup.
+//! * Only the leader aggregates reports (Pulsar's followers also read every report; PR #20970).
+//! * A broker writes its zero time average only when none exists, so a restart does not erase flushed data.
+//! * A shedding cycle waits until no move is in flight and the reports show the last moves; otherwise a
+//!   strategy reading stale reports sheds the same load twice.
+//! * Split children start with the parent's bundle data divided evenly, and are first owned by the parent's
+//!   owner (Pulsar's `splitAndOwnBundle`); with `loadBalancerAutoUnloadSplitBundlesEnabled` the leader then
+//!   places them anew.
+//! * `memory` in reports is the host's (or cgroup's) memory, not a JVM heap; direct memory is 0 of 0 unless
+//!   the host reports it. Memory carries weight 0 by default since Pulsar 3.0.
+//!
+//! # Time and randomness
+//!
+//! Timers and [`Clock`] run on tokio time, so agents on a shared `memory:NAME` store run under
+//! `tokio::time::pause()` (the tests do). The leader's random choices come from a `StdRng` seeded with
+//! [`AgentOptions::seed`] or `loadmgrRandomSeed` (default 0): the same seed and inputs give the same decisions.
+//!
+//! # Periods in tests
+//!
+//! The minute-based periods have millisecond overrides, off by default: `loadmgrSheddingIntervalMillis`,
+//! `loadmgrResourceQuotaUpdateIntervalMillis`, `loadmgrHostUsageCheckIntervalMillis`,
+//! `loadmgrReportUpdateMaxIntervalMillis` ([`intervals`]).
+
+pub mod admin;
+mod agent;
+pub mod clock;
+pub mod host;
+pub mod host_usage;
+pub mod identity;
+mod leader;
+pub mod monitor;
+pub mod namespaces;
+mod ownership;
+pub mod records;
+pub mod reporter;
+pub mod requests;
+pub mod snapshot;
+pub mod synthetic;
+
+use std::time::Duration;
+
+pub use agent::{AgentMetrics, AgentOptions, BrokerAgent, LookupClient};
+pub use clock::Clock;
+pub use host::{BrokerHost, HostError, IdleHost};
+pub use identity::BrokerIdentity;
+pub use records::{
+    AdminRequest, AssignmentCause, AssignmentState, BundleAssignment, LeaderStatus, LookupAnswer,
+    RequestOp, RequestResponse,
+};
+pub use requests::LookupResult;
+pub use synthetic::{SyntheticHost, SyntheticProfile};
+
+/// Errors of the runtime and of the admin operations built on it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// A store call failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::Error),
+    /// The broker's configuration cannot be used.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// Another live process holds this broker's registration.
+    #[error("broker {broker} is already registered in {store} by another live process (same advertisedAddress and webServicePort?)")]
+    AlreadyRegistered {
+        /// The broker id.
+        broker: String,
+        /// The store.
+        store: String,
+    },
+    /// A request needs the leader and none is elected.
+    #[error("no leader is running: {what} needs one, and {store} has no /loadbalance/leader node (start a `loadmgr broker`)")]
+    NoLeader {
+        /// The request.
+        what: String,
+        /// The store.
+        store: String,
+    },
+    /// Waiting for an answer or an owner took too long.
+    #[error("timed out after {:.1}s waiting for {what}", .after.as_secs_f64())]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long.
+        after: Duration,
+    },
+    /// The answerer refused the request.
+    #[error("{what} refused by {by}: {message}")]
+    Rejected {
+        /// The request.
+        what: String,
+        /// The broker that answered.
+        by: String,
+        /// Why.
+        message: String,
+    },
+    /// A stored node does not hold what it should.
+    #[error("{path}: malformed content: {reason}")]
+    Malformed {
+        /// The node.
+        path: String,
+        /// The decoder's message.
+        reason: String,
+    },
+    /// A request or argument is not valid.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The periods the runtime runs at: the minute-based settings, or their millisecond overrides
+/// (`loadmgr*Millis` keys, for tests and demos) when those are above 0.
+pub mod intervals {
+    use std::time::Duration;
+
+    use crate::config::Settings;
+
+    fn pick(ms_override: i64, minutes: i64) -> Duration {
+        if ms_override > 0 {
+            Duration::from_millis(ms_override as u64)
+        } else {
+            Duration::from_secs(minutes.max(1) as u64 * 60)
+        }
+    }
+
+    /// Shedding (and split check) period.
+    pub fn shedding(s: &Settings) -> Duration {
+        pick(
+            s.loadmgr_shedding_interval_millis,
+            s.load_balancer_shedding_interval_minutes as i64,
+        )
+    }
+
+    /// Flush period of bundle data and time averages.
+    pub fn flush(s: &Settings) -> Duration {
+        pick(
+            s.loadmgr_resource_quota_update_interval_millis,
+            s.load_balancer_resource_quota_update_interval_minutes as i64,
+        )
+    }
+
+    /// Host CPU/NIC sampling period.
+    pub fn host_usage(s: &Settings) -> Duration {
+        pick(
+            s.loadmgr_host_usage_check_interval_millis,
+            s.load_balancer_host_usage_check_interval_minutes as i64,
+        )
+    }
+
+    /// A report is written at least this often.
+    pub fn report_max(s: &Settings) -> Duration {
+        pick(
+            s.loadmgr_report_update_max_interval_millis,
+            s.load_balancer_report_update_max_interval_minutes as i64,
+        )
+    }
+
+    /// Report check period (`loadBalancerReportUpdateMinIntervalMillis`, 5 s).
+    pub fn report_check(s: &Settings) -> Duration {
+        Duration::from_millis(s.load_balancer_report_update_min_interval_millis.max(1) as u64)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn minutes_unless_overridden() {
+            let mut s = Settings::default();
+            assert_eq!(shedding(&s), Duration::from_secs(60));
+            assert_eq!(flush(&s), Duration::from_secs(15 * 60));
+            assert_eq!(report_max(&s), Duration::from_secs(15 * 60));
+            assert_eq!(report_check(&s), Duration::from_millis(5000));
+            s.loadmgr_shedding_interval_millis = 250;
+            s.loadmgr_resource_quota_update_interval_millis = 500;
+            s.loadmgr_host_usage_check_interval_millis = 100;
+            s.loadmgr_report_update_max_interval_millis = 2000;
+            assert_eq!(shedding(&s), Duration::from_millis(250));
+            assert_eq!(flush(&s), Duration::from_millis(500));
+            assert_eq!(host_usage(&s), Duration::from_millis(100));
+            assert_eq!(report_max(&s), Duration::from_millis(2000));
+        }
+    }
+}

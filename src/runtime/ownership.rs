@@ -1,0 +1,578 @@
+//! The broker side of the hand-over: what this broker acquires and releases, driven by the assignment records
+//! the leader writes (see the protocol in the [module docs](super)).
+//!
+//! For every bundle this broker holds or is named destination of, it evaluates, in this order:
+//! * it holds the ownership node (an ephemeral of its own session):
+//!   - the record names another broker, or there is no record and the bundle left its namespace's bundle list
+//!     (a split parent) → **release**: mark the node `disabled`, unload from the host, delete the node (by
+//!     version);
+//!   - otherwise keep it, and make sure the host serves it;
+//! * it does not hold it and the record names it:
+//!   - no ownership node exists and no other broker owns an overlapping range of the namespace → **acquire**:
+//!     create the node create-only (the store lets exactly one create win), then load it into the host;
+//!   - otherwise wait for the node (or the overlapping one) to go;
+//! * it believed it held the node but the node is gone or not its own → stop serving.
+//!
+//! When the store reports `SessionLost`, every bundle stops being served at once (the session's ephemerals may
+//! be gone, and another broker may take them); after `Reconnected`/`SessionReestablished` every bundle is
+//! evaluated again (the store re-creates this session's ephemerals where nobody else took them).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::agent::AgentShared;
+use super::identity::owner_of;
+use super::records::BundleAssignment;
+use super::RuntimeError;
+use crate::bundle::{BundleName, BundleRange};
+use crate::model::json::to_json_vec;
+use crate::model::NamespaceEphemeralData;
+use crate::paths;
+use crate::store::{
+    CreateOptions, Error, MetadataStoreExt, NotificationType, SessionEvent, Stat, CREATE_ONLY,
+};
+
+/// What the agent tells the ownership task.
+#[derive(Debug)]
+pub(crate) enum OwnershipCommand {
+    /// Release everything and stop.
+    Shutdown(tokio::sync::oneshot::Sender<()>),
+}
+
+/// The outcome of evaluating one bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Nothing to do for this broker.
+    Idle,
+    /// Held and served.
+    Held,
+    /// Named destination, waiting for the node (or an overlapping one) to go.
+    Waiting,
+    /// Something failed; try again after a while.
+    Retry,
+}
+
+/// Lists every bundle path below `root` (nodes whose name is a bundle range), depth first.
+pub(crate) async fn list_bundles(
+    store: &crate::store::DynStore,
+    root: &str,
+) -> Result<Vec<String>, Error> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for child in store.get_children(&dir).await? {
+            let path = format!("{dir}/{child}");
+            if paths::is_range_segment(&child) {
+                if let Some(rel) = paths::below(root, &path) {
+                    out.push(rel.to_owned());
+                }
+            } else {
+                stack.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Reads the assignment record of a bundle; a malformed record is logged and treated as absent.
+pub(crate) async fn read_record(
+    sh: &AgentShared,
+    bundle: &str,
+) -> Result<Option<(BundleAssignment, Stat)>, Error> {
+    match sh
+        .store
+        .get_json::<BundleAssignment>(&paths::assignment(bundle))
+        .await
+    {
+        Ok(r) => Ok(r),
+        Err(Error::Content { path, reason }) => {
+            tracing::warn!(path, "malformed assignment record ignored: {reason}");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads a bundle's ownership node: (owner id, data, stat).
+async fn read_ownership(
+    sh: &AgentShared,
+    bundle: &str,
+) -> Result<Option<(String, NamespaceEphemeralData, Stat)>, Error> {
+    match sh
+        .store
+        .get_json::<NamespaceEphemeralData>(&paths::ownership(bundle))
+        .await
+    {
+        Ok(Some((data, stat))) => Ok(Some((owner_of(&data).unwrap_or_default(), data, stat))),
+        Ok(None) => Ok(None),
+        Err(Error::Content { path, reason }) => {
+            tracing::warn!(path, "malformed ownership node: {reason}");
+            // Someone holds it; we cannot tell who.
+            let stat = sh.store.get(&path).await?.map(|g| g.stat);
+            Ok(stat.map(|s| ("?".to_owned(), NamespaceEphemeralData::default(), s)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+impl AgentShared {
+    fn is_mine(&self, owner: &str, stat: &Stat) -> bool {
+        stat.ephemeral && stat.created_by_self && owner == self.broker_id
+    }
+
+    /// Whether another broker owns a range of the namespace that overlaps `bundle` (a split parent or child).
+    async fn overlapping_owner(&self, bundle: &BundleName) -> Result<Option<String>, Error> {
+        let ns = bundle.namespace().to_string();
+        let range = bundle.range();
+        for child in self
+            .store
+            .get_children(&paths::ownership_namespace(&ns))
+            .await?
+        {
+            let Ok(other) = BundleRange::parse(&child) else {
+                continue;
+            };
+            if other == range || !overlaps(other, range) {
+                continue;
+            }
+            let name = format!("{ns}/{child}");
+            if let Some((owner, _, _)) = read_ownership(self, &name).await? {
+                if owner != self.broker_id {
+                    return Ok(Some(format!("{owner} owns the overlapping bundle {name}")));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Stops serving and deletes the node (after marking it disabled, as Pulsar does before closing topics).
+    async fn release(&self, bundle: &str, stat: &Stat, why: &str) -> Result<(), Error> {
+        let path = paths::ownership(bundle);
+        tracing::info!(bundle, broker = %self.broker_id, "releasing ownership: {why}");
+        let disabled = NamespaceEphemeralData {
+            disabled: true,
+            ..self.ownership_data.clone()
+        };
+        let version = match self
+            .store
+            .put(
+                &path,
+                &to_json_vec(&disabled),
+                Some(stat.version),
+                CreateOptions::EPHEMERAL,
+            )
+            .await
+        {
+            Ok(s) => s.version,
+            Err(Error::BadVersion { .. }) => stat.version,
+            Err(e) => return Err(e),
+        };
+        self.host_unload(bundle).await;
+        self.served.lock().unwrap().remove(bundle);
+        match self.store.delete(&path, Some(version)).await {
+            Ok(()) | Err(Error::NotFound { .. }) => {}
+            Err(Error::BadVersion { .. }) => {
+                // Not the node we disabled: only delete it if it is still ours.
+                if let Some((owner, _, s)) = read_ownership(self, bundle).await? {
+                    if self.is_mine(&owner, &s) {
+                        self.store.delete_if_exists(&path, Some(s.version)).await?;
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        self.owned.lock().unwrap().remove(bundle);
+        tracing::info!(bundle, broker = %self.broker_id, "released");
+        Ok(())
+    }
+
+    /// Tells the host to stop serving, waiting at most `namespaceBundleUnloadingTimeoutMs` (the bundle is
+    /// released anyway then, as Pulsar closes topics forcibly after that timeout).
+    async fn host_unload(&self, bundle: &str) {
+        let limit = Duration::from_millis(
+            self.settings().namespace_bundle_unloading_timeout_ms.max(1) as u64,
+        );
+        match tokio::time::timeout(limit, self.host.unload_bundle(bundle)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(bundle, "the host failed to unload the bundle: {e}"),
+            Err(_) => tracing::error!(
+                bundle,
+                "the host did not unload the bundle within namespaceBundleUnloadingTimeoutMs ({limit:?})"
+            ),
+        }
+    }
+
+    async fn serve(&self, bundle: &str) -> Result<(), super::host::HostError> {
+        if self.served.lock().unwrap().contains(bundle) {
+            return Ok(());
+        }
+        self.host.load_bundle(bundle).await?;
+        self.served.lock().unwrap().insert(bundle.to_owned());
+        Ok(())
+    }
+
+    async fn stop_serving(&self, bundle: &str, why: &str) {
+        let was = self.served.lock().unwrap().remove(bundle);
+        if was {
+            tracing::warn!(bundle, broker = %self.broker_id, "stopped serving: {why}");
+            self.host_unload(bundle).await;
+        }
+    }
+
+    /// Evaluates one bundle (see the module docs).
+    async fn evaluate(&self, bundle: &str) -> Result<Outcome, Error> {
+        let record = read_record(self, bundle).await?;
+        let ownership = read_ownership(self, bundle).await?;
+        let mine = ownership
+            .as_ref()
+            .is_some_and(|(o, _, s)| self.is_mine(o, s));
+        let wanted_here = record
+            .as_ref()
+            .is_some_and(|(r, _)| r.destination == self.broker_id);
+        if mine {
+            let (_, _, stat) = ownership.as_ref().expect("mine");
+            self.owned.lock().unwrap().insert(bundle.to_owned());
+            let release_why = match &record {
+                Some((r, _)) if r.destination != self.broker_id => Some(format!(
+                    "the leader assigned it to {} ({}: {})",
+                    r.destination,
+                    r.cause.name(),
+                    r.reason
+                )),
+                None if !self.bundle_still_exists(bundle).await? => {
+                    Some("the bundle no longer exists (split)".to_owned())
+                }
+                _ => None,
+            };
+            if let Some(why) = release_why {
+                self.release(bundle, stat, &why).await?;
+                return Ok(Outcome::Idle);
+            }
+            if self.stopping() {
+                return Ok(Outcome::Held);
+            }
+            return match self.serve(bundle).await {
+                Ok(()) => Ok(Outcome::Held),
+                Err(e) => {
+                    tracing::error!(bundle, "the host failed to load the bundle: {e}");
+                    self.release(bundle, stat, "the host could not load it")
+                        .await?;
+                    Ok(Outcome::Retry)
+                }
+            };
+        }
+        if self.owned.lock().unwrap().remove(bundle) {
+            self.stop_serving(bundle, "the ownership node is gone or no longer ours")
+                .await;
+        }
+        if !wanted_here || self.stopping() {
+            return Ok(Outcome::Idle);
+        }
+        if let Some((owner, _, _)) = &ownership {
+            tracing::debug!(bundle, "waiting for {owner} to release it");
+            return Ok(Outcome::Waiting);
+        }
+        let name = BundleName::parse(bundle).map_err(|e| Error::InvalidArgument {
+            reason: e.to_string(),
+        })?;
+        if let Some(why) = self.overlapping_owner(&name).await? {
+            tracing::debug!(bundle, "waiting: {why}");
+            return Ok(Outcome::Waiting);
+        }
+        let path = paths::ownership(bundle);
+        match self
+            .store
+            .put(
+                &path,
+                &to_json_vec(&self.ownership_data),
+                Some(CREATE_ONLY),
+                CreateOptions::EPHEMERAL,
+            )
+            .await
+        {
+            Ok(stat) => {
+                self.owned.lock().unwrap().insert(bundle.to_owned());
+                let (cause, source) = record
+                    .as_ref()
+                    .map(|(r, _)| {
+                        (
+                            r.cause.name(),
+                            r.source.clone().unwrap_or_else(|| "-".into()),
+                        )
+                    })
+                    .unwrap_or(("?", "-".into()));
+                tracing::info!(bundle, broker = %self.broker_id, cause, source, "acquired ownership");
+                match self.serve(bundle).await {
+                    Ok(()) => Ok(Outcome::Held),
+                    Err(e) => {
+                        tracing::error!(bundle, "the host failed to load the bundle: {e}");
+                        self.release(bundle, &stat, "the host could not load it")
+                            .await?;
+                        Ok(Outcome::Retry)
+                    }
+                }
+            }
+            Err(Error::BadVersion { .. }) => Ok(Outcome::Waiting),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn bundle_still_exists(&self, bundle: &str) -> Result<bool, Error> {
+        let Ok(name) = BundleName::parse(bundle) else {
+            return Ok(false);
+        };
+        match super::namespaces::read_bundles(&self.store, name.namespace()).await {
+            Ok(Some(info)) => Ok(info.bundles.contains_range(name.range())),
+            // No policies at all: a bundle owned by someone else's rules; keep it.
+            Ok(None) => Ok(true),
+            Err(RuntimeError::Store(e)) => Err(e),
+            Err(e) => {
+                tracing::warn!(bundle, "cannot read the namespace's bundles: {e}");
+                Ok(true)
+            }
+        }
+    }
+}
+
+fn overlaps(a: BundleRange, b: BundleRange) -> bool {
+    let end = |r: BundleRange| {
+        if r.upper_closed() {
+            r.upper() + 1
+        } else {
+            r.upper()
+        }
+    };
+    a.lower() < end(b) && b.lower() < end(a)
+}
+
+/// The ownership task of one agent.
+pub(crate) struct OwnershipTask {
+    sh: Arc<AgentShared>,
+    /// Bundle → whether it must be evaluated again once the running evaluation ends.
+    running: HashMap<String, bool>,
+    tasks: JoinSet<(String, Result<Outcome, Error>)>,
+    waiting: BTreeSet<String>,
+    retry: BTreeMap<String, Instant>,
+}
+
+impl OwnershipTask {
+    pub(crate) fn new(sh: Arc<AgentShared>) -> Self {
+        Self {
+            sh,
+            running: HashMap::new(),
+            tasks: JoinSet::new(),
+            waiting: BTreeSet::new(),
+            retry: BTreeMap::new(),
+        }
+    }
+
+    fn schedule(&mut self, bundle: String) {
+        if let Some(again) = self.running.get_mut(&bundle) {
+            *again = true;
+            return;
+        }
+        self.running.insert(bundle.clone(), false);
+        let sh = self.sh.clone();
+        self.tasks.spawn(async move {
+            let r = sh.evaluate(&bundle).await;
+            (bundle, r)
+        });
+    }
+
+    async fn full_scan(&mut self) {
+        match list_bundles(&self.sh.store, paths::ASSIGNMENTS).await {
+            Ok(all) => {
+                for b in all {
+                    self.schedule(b);
+                }
+            }
+            Err(e) => tracing::warn!("cannot list the assignment records: {e}"),
+        }
+        let owned: Vec<String> = self.sh.owned.lock().unwrap().iter().cloned().collect();
+        for b in owned {
+            self.schedule(b);
+        }
+    }
+
+    /// Runs until shut down; `ready` is sent once the first scan is scheduled.
+    pub(crate) async fn run(
+        mut self,
+        mut commands: mpsc::Receiver<OwnershipCommand>,
+        ready: tokio::sync::oneshot::Sender<Result<(), RuntimeError>>,
+    ) {
+        let store = self.sh.store.clone();
+        let subscribed = async {
+            Ok::<_, Error>((
+                store.watch(paths::ASSIGNMENTS).await?,
+                store.watch(paths::OWNERSHIP).await?,
+            ))
+        }
+        .await;
+        let (mut records, mut owners) = match subscribed {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = ready.send(Err(e.into()));
+                return;
+            }
+        };
+        let mut events = store.session_events();
+        self.full_scan().await;
+        let _ = ready.send(Ok(()));
+        let mut tick = tokio::time::interval(Duration::from_secs(2));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                n = records.next() => match n {
+                    None => return,
+                    Some(n) => {
+                        if let Some(b) = paths::bundle_below(paths::ASSIGNMENTS, &n.path) {
+                            self.schedule(b.to_string());
+                        }
+                    }
+                },
+                n = owners.next() => match n {
+                    None => return,
+                    Some(n) => {
+                        if let Some(b) = paths::bundle_below(paths::OWNERSHIP, &n.path) {
+                            let name = b.to_string();
+                            let relevant = self.sh.owned.lock().unwrap().contains(&name)
+                                || self.waiting.contains(&name);
+                            if relevant {
+                                self.schedule(name);
+                            }
+                            if n.kind == NotificationType::Deleted {
+                                let ns = format!("{}/", b.namespace());
+                                let same_ns: Vec<String> = self
+                                    .waiting
+                                    .iter()
+                                    .filter(|w| w.starts_with(&ns))
+                                    .cloned()
+                                    .collect();
+                                for w in same_ns {
+                                    self.schedule(w);
+                                }
+                            }
+                        }
+                    }
+                },
+                e = events.next() => match e {
+                    None => return,
+                    Some(SessionEvent::SessionLost) => {
+                        let served: Vec<String> = self.sh.served.lock().unwrap().iter().cloned().collect();
+                        for b in served {
+                            self.sh.stop_serving(&b, "the store session was lost; another broker may own it now").await;
+                        }
+                    }
+                    Some(SessionEvent::Reconnected | SessionEvent::SessionReestablished) => {
+                        self.full_scan().await;
+                    }
+                    Some(SessionEvent::ConnectionLost) => {}
+                },
+                Some(done) = self.tasks.join_next() => {
+                    let (bundle, result) = match done {
+                        Ok(r) => r,
+                        Err(e) => {
+                            tracing::error!("an ownership evaluation panicked: {e}");
+                            continue;
+                        }
+                    };
+                    let again = self.running.remove(&bundle).unwrap_or(false);
+                    self.waiting.remove(&bundle);
+                    self.retry.remove(&bundle);
+                    match result {
+                        Ok(Outcome::Waiting) => {
+                            self.waiting.insert(bundle.clone());
+                        }
+                        Ok(Outcome::Retry) => {
+                            self.retry.insert(bundle.clone(), Instant::now() + Duration::from_secs(5));
+                        }
+                        Ok(Outcome::Held | Outcome::Idle) => {}
+                        Err(e) => {
+                            tracing::warn!(bundle, "ownership step failed: {e}; retrying");
+                            self.retry.insert(bundle.clone(), Instant::now() + Duration::from_millis(500));
+                        }
+                    }
+                    if again {
+                        self.schedule(bundle);
+                    }
+                }
+                _ = tick.tick() => {
+                    let now = Instant::now();
+                    let due: Vec<String> = self
+                        .retry
+                        .iter()
+                        .filter(|(_, t)| **t <= now)
+                        .map(|(b, _)| b.clone())
+                        .collect();
+                    let waiting: Vec<String> = self.waiting.iter().cloned().collect();
+                    for b in due.into_iter().chain(waiting) {
+                        self.schedule(b);
+                    }
+                }
+                c = commands.recv() => {
+                    let done = c.map(|OwnershipCommand::Shutdown(done)| done);
+                    self.tasks.abort_all();
+                    while self.tasks.join_next().await.is_some() {}
+                    self.release_all().await;
+                    if let Some(done) = done {
+                        let _ = done.send(());
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Releases every bundle this broker holds (shutdown).
+    async fn release_all(&mut self) {
+        let owned: Vec<String> = self.sh.owned.lock().unwrap().iter().cloned().collect();
+        let mut releases = JoinSet::new();
+        for b in owned {
+            let sh = self.sh.clone();
+            releases.spawn(async move {
+                match read_ownership(&sh, &b).await {
+                    Ok(Some((owner, _, stat))) if sh.is_mine(&owner, &stat) => {
+                        if let Err(e) = sh.release(&b, &stat, "the broker is shutting down").await {
+                            tracing::warn!(bundle = %b, "release at shutdown failed: {e}");
+                        }
+                    }
+                    Ok(_) => sh.stop_serving(&b, "the broker is shutting down").await,
+                    Err(e) => tracing::warn!(bundle = %b, "release at shutdown failed: {e}"),
+                }
+            });
+        }
+        while releases.join_next().await.is_some() {}
+        let served: Vec<String> = self.sh.served.lock().unwrap().iter().cloned().collect();
+        for b in served {
+            self.sh
+                .stop_serving(&b, "the broker is shutting down")
+                .await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_overlap() {
+        let r = |a, b| BundleRange::new(a, b).unwrap();
+        assert!(overlaps(r(0, 0x8000_0000), r(0, 0xffff_ffff)));
+        assert!(!overlaps(r(0, 0x8000_0000), r(0x8000_0000, 0xffff_ffff)));
+        assert!(overlaps(
+            r(0x4000_0000, 0x8000_0000),
+            r(0x7000_0000, 0x9000_0000)
+        ));
+        assert!(overlaps(
+            r(0xffff_fff0, 0xffff_ffff),
+            r(0xffff_fffe, 0xffff_ffff)
+        ));
+    }
+}
