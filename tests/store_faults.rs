@@ -504,3 +504,84 @@ async fn unreachable_store_names_address_and_time() {
         "{text}"
     );
 }
+
+/// Restarts a store's server (same data and port) while the sessions stay valid, then checks that changes made
+/// AFTER the watching store reconnected are notified live (not only by the rescan that follows a reconnect).
+async fn notifications_continue_after_restart(url: &str, restart: impl FnOnce()) {
+    let session = Duration::from_secs(8);
+    let a = connect(url, session).await;
+    let writer = connect(url, session).await;
+    writer
+        .put("/x/0", b"0", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    let mut watch = a.watch("/x").await.unwrap();
+    writer
+        .put("/x/1", b"1", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    expect_notifications(
+        &mut watch,
+        &[
+            n(NotificationType::Created, "/x/1"),
+            n(NotificationType::ChildrenChanged, "/x"),
+        ],
+        true,
+    )
+    .await;
+    let mut events = a.session_events();
+    restart();
+    let seen = wait_session_event(&mut events, WAIT, |e| e == SessionEvent::Reconnected).await;
+    assert!(!seen.contains(&SessionEvent::SessionLost), "{seen:?}");
+    // The writer is back once this write passes; the rescan that follows a reconnect may report it too (and
+    // repeat earlier events), so only its arrival is awaited. The writes after it must arrive live: no
+    // reconnect (hence no rescan) follows them.
+    put_eventually(&writer, "/x/0", b"sync").await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let got = tokio::time::timeout_at(deadline, watch.next())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("{url}: no notification for a write made after the reconnect")
+            })
+            .unwrap();
+        if got == n(NotificationType::Modified, "/x/0") {
+            break;
+        }
+    }
+    writer
+        .put("/x/1", b"2", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    writer
+        .put("/x/2", b"2", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    writer.delete("/x/0", None).await.unwrap();
+    expect_notifications(
+        &mut watch,
+        &[
+            n(NotificationType::Modified, "/x/1"),
+            n(NotificationType::Created, "/x/2"),
+            n(NotificationType::ChildrenChanged, "/x"),
+            n(NotificationType::Deleted, "/x/0"),
+            n(NotificationType::ChildrenChanged, "/x"),
+        ],
+        false,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_notifications_continue_after_a_server_restart() {
+    let mut server = ZkServer::start();
+    let url = server.url();
+    notifications_continue_after_restart(&url, || server.restart()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_notifications_continue_after_a_member_restart() {
+    let mut server = EtcdServer::start();
+    let url = server.url();
+    notifications_continue_after_restart(&url, || server.restart()).await;
+}
