@@ -12,7 +12,7 @@ use loadmgr::model::LeaderBroker;
 use loadmgr::store::etcd::EtcdStore;
 use loadmgr::store::zookeeper::ZkStore;
 use loadmgr::store::{
-    self, CreateOptions, DynStore, Notification, NotificationType, SessionEvent, StoreOptions,
+    self, CreateOptions, DynStore, Notification, NotificationType, Op, SessionEvent, StoreOptions,
 };
 use loadmgr::testing::conformance::{expect_notifications, wait_session_event};
 use loadmgr::testing::servers::{EtcdCluster, EtcdServer, ZkEnsemble, ZkServer};
@@ -177,11 +177,23 @@ async fn zk_changes_missed_while_disconnected_are_reported() {
             .await
             .unwrap();
     }
+    // A's own ephemeral, guarding fenced writes.
+    let guard = a
+        .put("/m/lock", b"a", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap()
+        .guard();
     let mut watch = a.watch("/m").await.unwrap();
     let mut events = a.session_events();
     ensemble.kill(cut);
     wait_session_event(&mut events, WAIT, |e| e == SessionEvent::ConnectionLost).await;
     write_while_cut_off(&writer).await;
+    // Someone else replaces the guard node with one at the same version.
+    writer.delete("/m/lock", None).await.unwrap();
+    writer
+        .put("/m/lock", b"b", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
     ensemble.restart(cut);
     wait_session_event(&mut events, WAIT, |e| e == SessionEvent::Reconnected).await;
     let mut expected = vec![
@@ -198,6 +210,29 @@ async fn zk_changes_missed_while_disconnected_are_reported() {
             .unwrap();
         expected.retain(|e| *e != got);
     }
+    // The replacement passes a version check, but the store learnt that its node went away unseen.
+    let fenced = a
+        .batch(vec![Op::Check(guard), Op::put("/m/fenced", "x")])
+        .await;
+    assert!(
+        matches!(fenced, Err(loadmgr::store::Error::Fenced { .. })),
+        "{fenced:?}"
+    );
+    assert!(!writer.exists("/m/fenced").await.unwrap());
+    // And changes after the reconnection arrive live again.
+    writer
+        .put("/m/live", b"1", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    expect_notifications(
+        &mut watch,
+        &[
+            n(NotificationType::Created, "/m/live"),
+            n(NotificationType::ChildrenChanged, "/m"),
+        ],
+        false,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
