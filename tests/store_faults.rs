@@ -620,3 +620,90 @@ async fn etcd_notifications_continue_after_a_member_restart() {
     let url = server.url();
     notifications_continue_after_restart(&url, || server.restart()).await;
 }
+
+/// `expire_session` on ZooKeeper ends the session promptly and exactly once: every round sees exactly
+/// `ConnectionLost, SessionLost, Reconnected, SessionReestablished` (no connection flapping between two
+/// clients sharing the session), the old session's ephemeral is gone when the call returns, and each round
+/// ends well within a few session timeouts (a generous bound; it takes milliseconds). A reader keeps
+/// operations in flight meanwhile, and the store's own watch keeps delivering in the new sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_expire_session_is_prompt_and_does_not_flap() {
+    const ROUNDS: usize = 5;
+    let session = Duration::from_secs(2);
+    let server = ZkServer::start();
+    let zk = Arc::new(
+        ZkStore::connect(&server.address(), None, options(session))
+            .await
+            .unwrap(),
+    );
+    let store: DynStore = zk.clone();
+    let observer = connect(&server.url(), session).await;
+    store
+        .put("/exp/eph", b"mine", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap();
+    let mut watch = store.watch("/w").await.unwrap();
+    let reader = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            loop {
+                // Fails while the session is being replaced; only the in-flight handles matter here.
+                let _ = store.get("/exp/eph").await;
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    for round in 0..ROUNDS {
+        let old_session = zk.session_id();
+        let before = observer
+            .get("/exp/eph")
+            .await
+            .unwrap()
+            .expect("the ephemeral exists")
+            .stat;
+        let mut events = store.session_events();
+        let start = Instant::now();
+        store.expire_session().await.unwrap();
+        let now = observer.get("/exp/eph").await.unwrap();
+        assert!(
+            !matches!(now, Some(g) if g.stat.creation_revision == before.creation_revision),
+            "round {round}: the old session's ephemeral outlived expire_session"
+        );
+        let seen = wait_session_event(&mut events, WAIT, |e| {
+            e == SessionEvent::SessionReestablished
+        })
+        .await;
+        let took = start.elapsed();
+        assert_eq!(
+            seen,
+            vec![
+                SessionEvent::ConnectionLost,
+                SessionEvent::SessionLost,
+                SessionEvent::Reconnected,
+                SessionEvent::SessionReestablished
+            ],
+            "round {round}"
+        );
+        assert!(
+            took < 3 * session,
+            "round {round}: expiry took {took:?} (session {session:?})"
+        );
+        assert_ne!(zk.session_id(), old_session, "round {round}: a new session");
+        let got = store.get("/exp/eph").await.unwrap().expect("re-created");
+        assert!(got.stat.created_by_self, "round {round}: {:?}", got.stat);
+    }
+    reader.abort();
+    observer
+        .put("/w/after", b"1", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    expect_notifications(
+        &mut watch,
+        &[
+            n(NotificationType::Created, "/w/after"),
+            n(NotificationType::ChildrenChanged, "/w"),
+        ],
+        false,
+    )
+    .await;
+}

@@ -25,6 +25,10 @@
 //! `SessionLost`); `Expired` → a new client (new session, retried with backoff), the recursive watch re-added,
 //! this store's ephemerals re-created with their last values, then `Reconnected`, `SessionReestablished`.
 //!
+//! [`MetadataStore::expire_session`] ends the session from the store's own client (it drops every handle,
+//! so the client sends `CloseSession`; the server deletes the ephemerals at once), waits until the client
+//! reports it closed, then re-establishes as after an expiry. It takes milliseconds on a reachable server.
+//!
 //! # Pitfalls handled
 //!
 //! * An expired `zookeeper_client::Client` cannot be revived: the store swaps in a new one.
@@ -1477,59 +1481,50 @@ impl MetadataStore for ZkStore {
             && !self.inner.lost.load(Ordering::SeqCst)
     }
 
-    /// Closes the session from a second connection that takes it over (ZooKeeper's classic expiry trick):
-    /// the server deletes its ephemerals, this store's client sees `Expired` and the store re-establishes.
+    /// Ends the session from this store's own client: the store lets go of every handle of it (its tasks
+    /// are stopped, the current client forgotten), so the crate sends `CloseSession` and the server ends the
+    /// session at once, deleting its ephemerals, as an expiry would. Returns once the client reports the
+    /// session closed (at most twice the session timeout; an unreachable server expires it itself), with
+    /// `ConnectionLost`, `SessionLost` sent; a new session follows in the background (`Reconnected`,
+    /// `SessionReestablished`).
+    ///
+    /// (Taking the session over from a second connection and closing it there does not work reliably: the
+    /// server drops the store's connection when the second one takes the session, the store's client
+    /// reconnects at once and takes it back before the second client's `CloseSession` is processed, and
+    /// the two clients can push each other off for seconds.)
     async fn expire_session(&self) -> Result<()> {
-        let client = self.inner.client()?;
-        let session = client.session().clone();
+        let inner = &self.inner;
+        let client = inner.client()?;
+        let mut states = client.state_watcher();
+        let limit = client.session_timeout() * 2;
+        let session = client.session_id();
+        // In-flight operations keep their handles until they finish (their requests are already sent).
+        for task in inner.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+        lose_session(inner);
         drop(client);
-        // A resumed session must connect on the first try (the crate gives it no time budget), which a
-        // loaded server can miss: retry a few times.
-        let mut attempt = 0;
+        let deadline = Instant::now() + limit;
         loop {
-            attempt += 1;
-            let mut connector = zk::Client::connector()
-                .with_session(session.clone())
-                .with_session_timeout(self.inner.options.session_timeout);
-            if let Some(c) = &self.inner.options.credentials {
-                connector =
-                    connector.with_auth("digest", format!("{}:{}", c.user, c.password).as_bytes());
+            let state = states.peek_state();
+            if state.is_terminated() {
+                tracing::info!(store = %inner.address(), %session, ?state, "session ended on request");
+                break;
             }
-            match connector.connect(&self.inner.servers).await {
-                Ok(hijacker) => {
-                    // Dropping the only handle of the second client sends CloseSession for the shared
-                    // session.
-                    drop(hijacker);
-                    return Ok(());
-                }
-                Err(zk::Error::SessionExpired) => return Ok(()),
-                Err(e @ (zk::Error::Timeout | zk::Error::ConnectionLoss)) if attempt < 3 => {
-                    tracing::warn!("taking over the session failed ({e}); retrying");
-                    tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
-                }
-                Err(e) => {
-                    // End the session from this side instead: drop every handle of the client (the crate
-                    // then sends CloseSession, the server deletes its ephemerals) and open a new one.
-                    tracing::warn!(
-                        "taking over the session failed ({e}); closing it from this client"
-                    );
-                    let inner = &self.inner;
-                    for task in inner.tasks.lock().unwrap().drain(..) {
-                        task.abort();
-                    }
-                    inner.client.write().unwrap().take();
-                    if inner.connected.swap(false, Ordering::SeqCst) {
-                        inner.events.send(&SessionEvent::ConnectionLost);
-                    }
-                    if !inner.lost.swap(true, Ordering::SeqCst) {
-                        inner.events.send(&SessionEvent::SessionLost);
-                    }
-                    let weak = Arc::downgrade(inner);
-                    tokio::spawn(reestablish(weak));
-                    return Ok(());
-                }
+            if tokio::time::timeout_at(deadline, states.changed())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    store = %inner.address(),
+                    %session,
+                    "the session was not closed within {limit:?}; the server will expire it"
+                );
+                break;
             }
         }
+        inner.spawn_task(reestablish(Arc::downgrade(inner)));
+        Ok(())
     }
 
     async fn close(&self) -> Result<()> {
