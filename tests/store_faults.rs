@@ -12,7 +12,7 @@ use loadmgr::model::LeaderBroker;
 use loadmgr::store::etcd::EtcdStore;
 use loadmgr::store::zookeeper::ZkStore;
 use loadmgr::store::{
-    self, CreateOptions, DynStore, Notification, NotificationType, SessionEvent, StoreOptions,
+    self, CreateOptions, DynStore, Notification, NotificationType, Op, SessionEvent, StoreOptions,
 };
 use loadmgr::testing::conformance::{expect_notifications, wait_session_event};
 use loadmgr::testing::servers::{EtcdCluster, EtcdServer, ZkEnsemble, ZkServer};
@@ -177,11 +177,23 @@ async fn zk_changes_missed_while_disconnected_are_reported() {
             .await
             .unwrap();
     }
+    // A's own ephemeral, guarding fenced writes.
+    let guard = a
+        .put("/m/lock", b"a", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap()
+        .guard();
     let mut watch = a.watch("/m").await.unwrap();
     let mut events = a.session_events();
     ensemble.kill(cut);
     wait_session_event(&mut events, WAIT, |e| e == SessionEvent::ConnectionLost).await;
     write_while_cut_off(&writer).await;
+    // Someone else replaces the guard node with one at the same version.
+    writer.delete("/m/lock", None).await.unwrap();
+    writer
+        .put("/m/lock", b"b", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
     ensemble.restart(cut);
     wait_session_event(&mut events, WAIT, |e| e == SessionEvent::Reconnected).await;
     let mut expected = vec![
@@ -198,6 +210,29 @@ async fn zk_changes_missed_while_disconnected_are_reported() {
             .unwrap();
         expected.retain(|e| *e != got);
     }
+    // The replacement passes a version check, but the store learnt that its node went away unseen.
+    let fenced = a
+        .batch(vec![Op::Check(guard), Op::put("/m/fenced", "x")])
+        .await;
+    assert!(
+        matches!(fenced, Err(loadmgr::store::Error::Fenced { .. })),
+        "{fenced:?}"
+    );
+    assert!(!writer.exists("/m/fenced").await.unwrap());
+    // And changes after the reconnection arrive live again.
+    writer
+        .put("/m/live", b"1", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    expect_notifications(
+        &mut watch,
+        &[
+            n(NotificationType::Created, "/m/live"),
+            n(NotificationType::ChildrenChanged, "/m"),
+        ],
+        false,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,7 +383,9 @@ async fn etcd_cluster_survives_losing_the_endpoint_the_client_uses() {
     let mut cluster = EtcdCluster::start(3);
     let endpoints: Vec<String> = (0..3).map(|i| cluster.endpoint(i)).collect();
     let etcd = Arc::new(
-        EtcdStore::connect(&endpoints, options(Duration::from_secs(3)))
+        // A 6 s lease: killing the member may also cost an etcd leader election, and on a loaded 2-core CI
+        // machine failover plus election can approach a 3 s TTL's client-side deadline (5/6 of it).
+        EtcdStore::connect(&endpoints, options(Duration::from_secs(6)))
             .await
             .unwrap(),
     );
@@ -367,8 +404,8 @@ async fn etcd_cluster_survives_losing_the_endpoint_the_client_uses() {
         took < Duration::from_secs(3),
         "writes resumed after {took:?}"
     );
-    // Two lease TTLs later the lease still lives: the keep-alive moved with the store.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // A lease TTL and more later the lease still lives: the keep-alive moved with the store.
+    tokio::time::sleep(Duration::from_secs(7)).await;
     let mut seen = Vec::new();
     while let Some(e) = events.try_next() {
         seen.push(e);
@@ -503,4 +540,172 @@ async fn unreachable_store_names_address_and_time() {
         text.contains("etcd:http://127.0.0.1:1") && text.contains("unreachable after 1."),
         "{text}"
     );
+}
+
+/// Restarts a store's server (same data and port) while the sessions stay valid, then checks that changes made
+/// AFTER the watching store reconnected are notified live (not only by the rescan that follows a reconnect).
+async fn notifications_continue_after_restart(url: &str, restart: impl FnOnce()) {
+    let session = Duration::from_secs(8);
+    let a = connect(url, session).await;
+    let writer = connect(url, session).await;
+    writer
+        .put("/x/0", b"0", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    let mut watch = a.watch("/x").await.unwrap();
+    writer
+        .put("/x/1", b"1", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    expect_notifications(
+        &mut watch,
+        &[
+            n(NotificationType::Created, "/x/1"),
+            n(NotificationType::ChildrenChanged, "/x"),
+        ],
+        true,
+    )
+    .await;
+    let mut events = a.session_events();
+    restart();
+    let seen = wait_session_event(&mut events, WAIT, |e| e == SessionEvent::Reconnected).await;
+    assert!(!seen.contains(&SessionEvent::SessionLost), "{seen:?}");
+    // The writer is back once this write passes; the rescan that follows a reconnect may report it too (and
+    // repeat earlier events), so only its arrival is awaited. The writes after it must arrive live: no
+    // reconnect (hence no rescan) follows them.
+    put_eventually(&writer, "/x/0", b"sync").await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let got = tokio::time::timeout_at(deadline, watch.next())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("{url}: no notification for a write made after the reconnect")
+            })
+            .unwrap();
+        if got == n(NotificationType::Modified, "/x/0") {
+            break;
+        }
+    }
+    writer
+        .put("/x/1", b"2", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    writer
+        .put("/x/2", b"2", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    writer.delete("/x/0", None).await.unwrap();
+    expect_notifications(
+        &mut watch,
+        &[
+            n(NotificationType::Modified, "/x/1"),
+            n(NotificationType::Created, "/x/2"),
+            n(NotificationType::ChildrenChanged, "/x"),
+            n(NotificationType::Deleted, "/x/0"),
+            n(NotificationType::ChildrenChanged, "/x"),
+        ],
+        false,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_notifications_continue_after_a_server_restart() {
+    let mut server = ZkServer::start();
+    let url = server.url();
+    notifications_continue_after_restart(&url, || server.restart()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_notifications_continue_after_a_member_restart() {
+    let mut server = EtcdServer::start();
+    let url = server.url();
+    notifications_continue_after_restart(&url, || server.restart()).await;
+}
+
+/// `expire_session` on ZooKeeper ends the session promptly and exactly once: every round sees exactly
+/// `ConnectionLost, SessionLost, Reconnected, SessionReestablished` (no connection flapping between two
+/// clients sharing the session), the old session's ephemeral is gone when the call returns, and each round
+/// ends well within a few session timeouts (a generous bound; it takes milliseconds). A reader keeps
+/// operations in flight meanwhile, and the store's own watch keeps delivering in the new sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_expire_session_is_prompt_and_does_not_flap() {
+    const ROUNDS: usize = 5;
+    let session = Duration::from_secs(2);
+    let server = ZkServer::start();
+    let zk = Arc::new(
+        ZkStore::connect(&server.address(), None, options(session))
+            .await
+            .unwrap(),
+    );
+    let store: DynStore = zk.clone();
+    let observer = connect(&server.url(), session).await;
+    store
+        .put("/exp/eph", b"mine", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap();
+    let mut watch = store.watch("/w").await.unwrap();
+    let reader = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            loop {
+                // Fails while the session is being replaced; only the in-flight handles matter here.
+                let _ = store.get("/exp/eph").await;
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    for round in 0..ROUNDS {
+        let old_session = zk.session_id();
+        let before = observer
+            .get("/exp/eph")
+            .await
+            .unwrap()
+            .expect("the ephemeral exists")
+            .stat;
+        let mut events = store.session_events();
+        let start = Instant::now();
+        store.expire_session().await.unwrap();
+        let now = observer.get("/exp/eph").await.unwrap();
+        assert!(
+            !matches!(now, Some(g) if g.stat.creation_revision == before.creation_revision),
+            "round {round}: the old session's ephemeral outlived expire_session"
+        );
+        let seen = wait_session_event(&mut events, WAIT, |e| {
+            e == SessionEvent::SessionReestablished
+        })
+        .await;
+        let took = start.elapsed();
+        assert_eq!(
+            seen,
+            vec![
+                SessionEvent::ConnectionLost,
+                SessionEvent::SessionLost,
+                SessionEvent::Reconnected,
+                SessionEvent::SessionReestablished
+            ],
+            "round {round}"
+        );
+        assert!(
+            took < 3 * session,
+            "round {round}: expiry took {took:?} (session {session:?})"
+        );
+        assert_ne!(zk.session_id(), old_session, "round {round}: a new session");
+        let got = store.get("/exp/eph").await.unwrap().expect("re-created");
+        assert!(got.stat.created_by_self, "round {round}: {:?}", got.stat);
+    }
+    reader.abort();
+    observer
+        .put("/w/after", b"1", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    expect_notifications(
+        &mut watch,
+        &[
+            n(NotificationType::Created, "/w/after"),
+            n(NotificationType::ChildrenChanged, "/w"),
+        ],
+        false,
+    )
+    .await;
 }

@@ -14,7 +14,7 @@
 //! | batch | one `multi` (atomic); an unconditional put is first tried as `setData` and turned into a `create` if the multi reports NONODE for it; missing parents are created before a retry; split above ~900 KiB (jute.maxbuffer is ~1 MiB) |
 //! | guard ([`super::Op::Check`]) | `check(path, version)` in the multi, which runs in this store's session; for an ephemeral this store created, the guard's `czxid` must also still be the one this session created (see below) |
 //! | Stat | `dataVersion`, `czxid`, `mzxid`, `ctime`, `mtime`; ephemeral = `ephemeralOwner ≠ 0` (Pulsar tests `≠ -1`, which marks every node ephemeral); created-by-self = owner is our session |
-//! | notifications | one **persistent recursive watch** on `/` (installed with the first subscription; re-added in every new session); `ChildrenChanged` is synthesised for the parent of a created or deleted node (recursive watches never deliver NodeChildrenChanged) |
+//! | notifications | one **persistent recursive watch** on `/` (installed with the first subscription; re-added in every new session **and after every reconnection**, see below); `ChildrenChanged` is synthesised for the parent of a created or deleted node (recursive watches never deliver NodeChildrenChanged) |
 //! | ACL | `world:anyone` all (Pulsar's OPEN_ACL_UNSAFE) or, with digest credentials, creator-only / creator-all + world-read ([`super::ZkAcl`]) |
 //!
 //! # Sessions
@@ -25,14 +25,30 @@
 //! `SessionLost`); `Expired` → a new client (new session, retried with backoff), the recursive watch re-added,
 //! this store's ephemerals re-created with their last values, then `Reconnected`, `SessionReestablished`.
 //!
+//! [`MetadataStore::expire_session`] ends the session from the store's own client (it drops every handle,
+//! so the client sends `CloseSession`; the server deletes the ephemerals at once), waits until the client
+//! reports it closed, then re-establishes as after an expiry. It takes milliseconds on a reachable server.
+//!
 //! # Pitfalls handled
 //!
 //! * An expired `zookeeper_client::Client` cannot be revived: the store swaps in a new one.
+//! * **`zookeeper-client` 0.11 does not restore persistent watches after a reconnection.** On every new
+//!   connection of a session it re-sends the watches as `SetWatches`, whose request has no persistent-watch
+//!   lists (`WatchManager::resend_watches` computes `index.max(index)` instead of `index.max(i)`, so it never
+//!   picks `SetWatches2`): the server forgets the recursive watch, the client keeps the watcher, and
+//!   notifications silently stop (a standalone server restart, a lost connection, a move to another
+//!   ensemble member). The event loop therefore sees each `Disconnected` → `SyncConnected` in its watcher
+//!   stream (the client puts state changes there in order with node events) and re-adds the watch with
+//!   `addWatch` (idempotent on the server), dropping the second client-side watcher this creates (which
+//!   removes nothing on the server while the first remains); the attempt is retried while connected. A
+//!   client that does restore the watch is handled the same way.
 //! * Persistent watches lose the events of a disconnection (ZOOKEEPER-4698). For every subscribed prefix the
 //!   store keeps the set of existing nodes and the highest zxid it has seen (from the stat of each notified
-//!   node and of its own writes); after a reconnection or a new session it rescans the prefixes and emits
-//!   `Created`, `Deleted` (+ `ChildrenChanged`) and `Modified` for what changed meanwhile. A node changed
-//!   just before the cut may be reported twice.
+//!   node and of its own writes); after a reconnection (once the watch is back) or a new session it rescans
+//!   the prefixes and emits `Created`, `Deleted` (+ `ChildrenChanged`) and `Modified` (a node whose `mzxid`
+//!   is above the high-water mark *as it was when the connection dropped*: answers on the new connection
+//!   may carry later zxids before the watch is back) for what changed meanwhile. A node changed just before
+//!   the cut may be reported twice. Owned ephemerals (below) are checked again too.
 //! * A persistent and a one-shot watch on the same path in one session are not supported by the server
 //!   (ZOOKEEPER-4466): the store uses no one-shot watches.
 //! * A polled watcher after a terminal session state panics in the crate: the event loop stops at it.
@@ -46,9 +62,11 @@
 //!   a version check alone would let a deposed holder's write through once a successor's node reaches the
 //!   holder's version. The store therefore also remembers the `czxid` of every ephemeral it created in its
 //!   current session and marks it gone when it deletes it, when the recursive watch (installed for any batch
-//!   with a guard) reports it deleted, and when the session ends; a guard on such a path must match it. The
-//!   remaining window is a deletion by another session whose notification has not arrived yet (about a
-//!   millisecond on loopback). etcd has no such window (it compares the create revision in the txn).
+//!   with a guard) reports it deleted, when the check after a reconnection finds it gone or replaced, and
+//!   when the session ends; a guard on such a path must match it. The remaining windows are a deletion by
+//!   another session whose notification has not arrived yet (about a millisecond on loopback) and the
+//!   round trips between a reconnection and that check. etcd has no such window (it compares the create
+//!   revision in the txn).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -101,6 +119,10 @@ struct Inner {
     tracking: Mutex<Tracking>,
     /// Highest zxid seen as delivered (see the module docs).
     hwm: AtomicI64,
+    /// `hwm` when the current disconnection (or session loss) began; taken by the resync that follows it.
+    /// Later zxids may come from answers on the new connection before the watch is back, so the resync
+    /// compares against this one.
+    resync_floor: Mutex<Option<i64>>,
     notifications: Fanout<Notification>,
     events: Fanout<SessionEvent>,
     /// Ephemerals this store created and has not deleted, with their last values.
@@ -123,6 +145,22 @@ fn address(servers: &str, chroot: &Option<String>) -> String {
 impl Inner {
     fn address(&self) -> String {
         address(&self.servers, &self.chroot)
+    }
+
+    /// Remembers where the live watch stopped: the first call after a resync wins.
+    fn note_disconnected(&self) {
+        let mut floor = self.resync_floor.lock().unwrap();
+        if floor.is_none() {
+            *floor = Some(self.hwm.load(Ordering::Relaxed));
+        }
+    }
+
+    /// Runs `task` until it ends or the store is closed (or expires its session on purpose).
+    fn spawn_task(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let handle = tokio::spawn(task);
+        let mut tasks = self.tasks.lock().unwrap();
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(handle);
     }
 
     fn client(&self) -> Result<zk::Client> {
@@ -663,6 +701,7 @@ impl ZkStore {
             watch_generation: tokio::sync::Mutex::new(0),
             tracking: Mutex::new(Tracking::default()),
             hwm: AtomicI64::new(0),
+            resync_floor: Mutex::new(None),
             notifications: Fanout::default(),
             events: Fanout::default(),
             ephemerals: Mutex::new(BTreeMap::new()),
@@ -786,6 +825,7 @@ async fn supervise(
         }
         match state {
             zk::SessionState::Disconnected => {
+                inner.note_disconnected();
                 if inner.connected.swap(false, Ordering::SeqCst) {
                     tracing::warn!(store = %inner.address(), "connection lost");
                     inner.events.send(&SessionEvent::ConnectionLost);
@@ -800,26 +840,37 @@ async fn supervise(
                     if inner.lost.swap(false, Ordering::SeqCst) {
                         inner.events.send(&SessionEvent::SessionReestablished);
                     }
-                    let again = inner.clone();
-                    tokio::spawn(async move { again.resync().await });
+                    // The watch is re-added and the missed changes rescanned by the event loop, which sees
+                    // the reconnection in order with the notifications (see `after_reconnect`).
                 }
             }
             zk::SessionState::Expired | zk::SessionState::AuthFailed => {
                 tracing::warn!(store = %inner.address(), ?state, "session ended; opening a new one");
-                let was_connected = inner.connected.swap(false, Ordering::SeqCst);
-                if was_connected {
-                    inner.events.send(&SessionEvent::ConnectionLost);
-                }
-                if !inner.lost.swap(true, Ordering::SeqCst) {
-                    inner.events.send(&SessionEvent::SessionLost);
-                }
-                *inner.client.write().unwrap() = None;
+                lose_session(&inner);
                 drop(inner);
                 reestablish(weak).await;
                 return;
             }
             zk::SessionState::Closed => return,
         }
+    }
+}
+
+/// The session is gone (expired, or ended by `expire_session`): announces it and forgets the client; nothing
+/// of this session is used again.
+fn lose_session(inner: &Inner) {
+    inner.note_disconnected();
+    // Retires the session's supervisor, event loop and re-arm tasks.
+    inner.generation.fetch_add(1, Ordering::SeqCst);
+    inner.client.write().unwrap().take();
+    for czxid in inner.owned.lock().unwrap().values_mut() {
+        *czxid = -1;
+    }
+    if inner.connected.swap(false, Ordering::SeqCst) {
+        inner.events.send(&SessionEvent::ConnectionLost);
+    }
+    if !inner.lost.swap(true, Ordering::SeqCst) {
+        inner.events.send(&SessionEvent::SessionLost);
     }
 }
 
@@ -856,16 +907,51 @@ async fn reestablish(weak: Weak<Inner>) {
         return;
     }
     install_client(&inner, client);
-    if *inner.watch_generation.lock().await != 0 {
-        if let Err(e) = inner.ensure_watch().await {
-            tracing::warn!("re-adding the recursive watch failed: {e}");
+    let generation = inner.generation.load(Ordering::SeqCst);
+    let watched = if *inner.watch_generation.lock().await != 0 {
+        match inner.ensure_watch().await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!("re-adding the recursive watch failed ({e}); retrying");
+                inner.spawn_task(rewatch(Arc::downgrade(&inner), generation));
+                false
+            }
         }
-    }
+    } else {
+        true
+    };
     inner.restore_ephemerals().await;
     inner.events.send(&SessionEvent::Reconnected);
     inner.events.send(&SessionEvent::SessionReestablished);
     tracing::info!(store = %inner.address(), "session re-established");
-    inner.resync().await;
+    if watched {
+        inner.resync().await;
+    }
+}
+
+/// Keeps trying to add the recursive watch to session `generation` (until it works, the session ends or the
+/// store is closed), then reports what changed meanwhile.
+async fn rewatch(weak: Weak<Inner>, generation: u64) {
+    let mut pause = Duration::from_millis(100);
+    loop {
+        tokio::time::sleep(pause).await;
+        let Some(inner) = weak.upgrade() else { return };
+        if inner.closed.load(Ordering::SeqCst)
+            || inner.generation.load(Ordering::SeqCst) != generation
+        {
+            return;
+        }
+        match inner.ensure_watch().await {
+            Ok(()) => {
+                inner.resync().await;
+                return;
+            }
+            Err(e) => {
+                pause = (pause * 2).min(Duration::from_secs(5));
+                tracing::warn!("re-adding the recursive watch failed ({e}); retrying in {pause:?}");
+            }
+        }
+    }
 }
 
 impl Inner {
@@ -939,8 +1025,60 @@ impl Inner {
             })
             .await?;
         *installed = generation;
-        let task = tokio::spawn(event_loop(Arc::downgrade(self), client, watcher));
-        self.tasks.lock().unwrap().push(task);
+        self.spawn_task(event_loop(
+            Arc::downgrade(self),
+            client,
+            watcher,
+            generation,
+        ));
+        Ok(())
+    }
+
+    /// Adds the recursive watch to the server again and drops the client-side watcher this creates: the
+    /// event loop's watcher, registered on the same path, stays and receives everything from then on.
+    ///
+    /// Needed after every reconnection within a session: `zookeeper-client` 0.11 re-sends the session's
+    /// watches with a `SetWatches` request that has no room for persistent watches (its `resend_watches`
+    /// never switches to `SetWatches2`), so the server forgets the recursive watch on every new connection.
+    /// `addWatch` is idempotent on the server, so this is also right with a client that does re-send it.
+    /// Dropping the duplicate removes nothing on the server while another watcher of the path remains.
+    async fn rearm_watch(&self, client: &zk::Client) -> Result<()> {
+        let duplicate = self
+            .timed("watch", "/", async {
+                client
+                    .watch("/", zk::AddWatchMode::PersistentRecursive)
+                    .await
+                    .map_err(|e| self.map_err(e, "watch", "/"))
+            })
+            .await?;
+        drop(duplicate);
+        Ok(())
+    }
+
+    /// After a reconnection in the same session: marks owned ephemerals that were deleted (or deleted and
+    /// created again) while the watch was not delivering as gone, so guards on them fail.
+    async fn verify_owned(&self, client: &zk::Client) -> Result<()> {
+        let owned: Vec<(String, i64)> = self
+            .owned
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, czxid)| **czxid != -1)
+            .map(|(p, c)| (p.clone(), *c))
+            .collect();
+        for (path, czxid) in owned {
+            let current = client
+                .check_stat(&path)
+                .await
+                .map_err(|e| self.map_err(e, "stat", &path))?;
+            if !matches!(current, Some(s) if s.czxid == czxid) {
+                let mut owned = self.owned.lock().unwrap();
+                if let Some(c) = owned.get_mut(&path).filter(|c| **c == czxid) {
+                    tracing::info!("owned ephemeral {path} changed while disconnected");
+                    *c = -1;
+                }
+            }
+        }
         Ok(())
     }
 
@@ -996,19 +1134,32 @@ impl Inner {
     }
 
     /// After a reconnection: rescans the tracked roots and emits what changed unseen.
+    ///
+    /// Runs once the watch delivers again, so what changes after the scan is notified live; a node modified
+    /// after [`Inner::note_disconnected`]'s zxid is reported `Modified`.
     async fn resync(&self) {
+        let floor = self.resync_floor.lock().unwrap().take();
+        let hwm = floor.unwrap_or_else(|| self.hwm.load(Ordering::Relaxed));
+        // A failed resync leaves the floor for the one after the next reconnection.
+        let keep_floor = || {
+            let mut f = self.resync_floor.lock().unwrap();
+            *f = Some(f.map_or(hwm, |x| x.min(hwm)));
+        };
         let roots = self.tracking.lock().unwrap().roots.clone();
         if roots.is_empty() {
             return;
         }
-        let Ok(client) = self.client() else { return };
-        let hwm = self.hwm.load(Ordering::Relaxed);
+        let Ok(client) = self.client() else {
+            keep_floor();
+            return;
+        };
         let mut current = BTreeMap::new();
         for root in &roots {
             match self.scan(&client, root).await {
                 Ok(nodes) => current.extend(nodes),
                 Err(e) => {
                     tracing::warn!("resync scan of {root} failed: {e}");
+                    keep_floor();
                     return;
                 }
             }
@@ -1075,15 +1226,39 @@ impl Inner {
 }
 
 /// Turns the recursive watch's events into notifications, tracking nodes and the zxid high-water mark.
-async fn event_loop(weak: Weak<Inner>, client: zk::Client, mut watcher: zk::PersistentWatcher) {
+///
+/// The client also puts the session's state changes into the watcher's stream, in order with the node
+/// events (no change is coalesced, unlike the state watcher): after `Disconnected` nothing more arrives from
+/// the old connection, and at the following `SyncConnected` [`after_reconnect`] re-adds the watch on the
+/// server and rescans what was missed.
+async fn event_loop(
+    weak: Weak<Inner>,
+    client: zk::Client,
+    mut watcher: zk::PersistentWatcher,
+    generation: u64,
+) {
     let mut stats = FuturesUnordered::new();
+    let mut disconnected = false;
     loop {
         tokio::select! {
             event = watcher.changed() => {
                 let Some(inner) = weak.upgrade() else { return };
                 if event.event_type == zk::EventType::Session {
-                    if event.session_state.is_terminated() {
-                        return;
+                    match (event.session_state, disconnected) {
+                        (state, _) if state.is_terminated() => return,
+                        (zk::SessionState::Disconnected, false) => {
+                            disconnected = true;
+                            inner.note_disconnected();
+                        }
+                        (
+                            zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly,
+                            true,
+                        ) => {
+                            disconnected = false;
+                            let rearm = after_reconnect(weak.clone(), client.clone(), generation);
+                            inner.spawn_task(rearm);
+                        }
+                        _ => {}
                     }
                     continue;
                 }
@@ -1109,7 +1284,7 @@ async fn event_loop(weak: Weak<Inner>, client: zk::Client, mut watcher: zk::Pers
                         if let Some(p) = parent(&path) {
                             out.push(Notification::new(NotificationType::ChildrenChanged, p));
                         }
-                                                if tracked {
+                        if tracked {
                             inner.tracking.lock().unwrap().known.remove(&path);
                         }
                         inner.disown(&path);
@@ -1136,6 +1311,42 @@ async fn event_loop(weak: Weak<Inner>, client: zk::Client, mut watcher: zk::Pers
             }
         }
     }
+}
+
+/// Back on a connection of the same session: re-adds the recursive watch (retried while connected; a later
+/// reconnection starts another attempt), then reports what changed while it was missing.
+async fn after_reconnect(weak: Weak<Inner>, client: zk::Client, generation: u64) {
+    let mut pause = Duration::from_millis(100);
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        if inner.closed.load(Ordering::SeqCst)
+            || inner.generation.load(Ordering::SeqCst) != generation
+        {
+            return;
+        }
+        match inner.rearm_watch(&client).await {
+            Ok(()) => break,
+            Err(e)
+                if matches!(
+                    client.state(),
+                    zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly
+                ) =>
+            {
+                tracing::warn!("re-adding the recursive watch failed ({e}); retrying in {pause:?}");
+            }
+            // Disconnected again (the next reconnection re-arms) or the session ended.
+            Err(_) => return,
+        }
+        drop(inner);
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(5));
+    }
+    let Some(inner) = weak.upgrade() else { return };
+    tracing::debug!(store = %inner.address(), "recursive watch re-added after reconnecting");
+    if let Err(e) = inner.verify_owned(&client).await {
+        tracing::warn!("checking owned ephemerals after reconnecting failed: {e}");
+    }
+    inner.resync().await;
 }
 
 impl Drop for ZkStore {
@@ -1270,59 +1481,50 @@ impl MetadataStore for ZkStore {
             && !self.inner.lost.load(Ordering::SeqCst)
     }
 
-    /// Closes the session from a second connection that takes it over (ZooKeeper's classic expiry trick):
-    /// the server deletes its ephemerals, this store's client sees `Expired` and the store re-establishes.
+    /// Ends the session from this store's own client: the store lets go of every handle of it (its tasks
+    /// are stopped, the current client forgotten), so the crate sends `CloseSession` and the server ends the
+    /// session at once, deleting its ephemerals, as an expiry would. Returns once the client reports the
+    /// session closed (at most twice the session timeout; an unreachable server expires it itself), with
+    /// `ConnectionLost`, `SessionLost` sent; a new session follows in the background (`Reconnected`,
+    /// `SessionReestablished`).
+    ///
+    /// (Taking the session over from a second connection and closing it there does not work reliably: the
+    /// server drops the store's connection when the second one takes the session, the store's client
+    /// reconnects at once and takes it back before the second client's `CloseSession` is processed, and
+    /// the two clients can push each other off for seconds.)
     async fn expire_session(&self) -> Result<()> {
-        let client = self.inner.client()?;
-        let session = client.session().clone();
+        let inner = &self.inner;
+        let client = inner.client()?;
+        let mut states = client.state_watcher();
+        let limit = client.session_timeout() * 2;
+        let session = client.session_id();
+        // In-flight operations keep their handles until they finish (their requests are already sent).
+        for task in inner.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+        lose_session(inner);
         drop(client);
-        // A resumed session must connect on the first try (the crate gives it no time budget), which a
-        // loaded server can miss: retry a few times.
-        let mut attempt = 0;
+        let deadline = Instant::now() + limit;
         loop {
-            attempt += 1;
-            let mut connector = zk::Client::connector()
-                .with_session(session.clone())
-                .with_session_timeout(self.inner.options.session_timeout);
-            if let Some(c) = &self.inner.options.credentials {
-                connector =
-                    connector.with_auth("digest", format!("{}:{}", c.user, c.password).as_bytes());
+            let state = states.peek_state();
+            if state.is_terminated() {
+                tracing::info!(store = %inner.address(), %session, ?state, "session ended on request");
+                break;
             }
-            match connector.connect(&self.inner.servers).await {
-                Ok(hijacker) => {
-                    // Dropping the only handle of the second client sends CloseSession for the shared
-                    // session.
-                    drop(hijacker);
-                    return Ok(());
-                }
-                Err(zk::Error::SessionExpired) => return Ok(()),
-                Err(e @ (zk::Error::Timeout | zk::Error::ConnectionLoss)) if attempt < 3 => {
-                    tracing::warn!("taking over the session failed ({e}); retrying");
-                    tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
-                }
-                Err(e) => {
-                    // End the session from this side instead: drop every handle of the client (the crate
-                    // then sends CloseSession, the server deletes its ephemerals) and open a new one.
-                    tracing::warn!(
-                        "taking over the session failed ({e}); closing it from this client"
-                    );
-                    let inner = &self.inner;
-                    for task in inner.tasks.lock().unwrap().drain(..) {
-                        task.abort();
-                    }
-                    inner.client.write().unwrap().take();
-                    if inner.connected.swap(false, Ordering::SeqCst) {
-                        inner.events.send(&SessionEvent::ConnectionLost);
-                    }
-                    if !inner.lost.swap(true, Ordering::SeqCst) {
-                        inner.events.send(&SessionEvent::SessionLost);
-                    }
-                    let weak = Arc::downgrade(inner);
-                    tokio::spawn(reestablish(weak));
-                    return Ok(());
-                }
+            if tokio::time::timeout_at(deadline, states.changed())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    store = %inner.address(),
+                    %session,
+                    "the session was not closed within {limit:?}; the server will expire it"
+                );
+                break;
             }
         }
+        inner.spawn_task(reestablish(Arc::downgrade(inner)));
+        Ok(())
     }
 
     async fn close(&self) -> Result<()> {
