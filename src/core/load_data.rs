@@ -458,6 +458,11 @@ impl LoadData {
         self.bundles.len()
     }
 
+    /// All bundle names with data, in no particular order (cheaper than [`LoadData::bundle_names`]).
+    pub fn bundle_keys(&self) -> impl Iterator<Item = &String> {
+        self.bundles.keys()
+    }
+
     /// All bundle names with data, sorted.
     pub fn bundle_names(&self) -> Vec<&String> {
         let mut v: Vec<&String> = self.bundles.keys().collect();
