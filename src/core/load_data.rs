@@ -331,6 +331,45 @@ impl LoadData {
         Some(entry)
     }
 
+    /// Forgets a bundle that no longer exists — a split parent, which Pulsar's leader drops from its bundle data
+    /// as soon as it decides the split (`checkNamespaceBundleSplit` removes it from `loadData.getBundleData()` and
+    /// deletes `/loadbalance/bundle-data/<bundle>`; the caller deletes its stored copy). Drops:
+    /// * its data, so no modular shedder proposes it and no placement counts it;
+    /// * its preallocation (also from the broker entry) and its recently-unloaded entry;
+    /// * its `lastStats` entry in every broker's report as the leader holds it, so neither TransferShedder's top
+    ///   bundles (Pulsar's owner tombstones its top-bundles data when the split starts) nor split selection see
+    ///   it again; those brokers' time averages are recomputed without it. Their bundle sets, counts and totals
+    ///   stay as reported until their next report.
+    ///
+    /// A later report that lists the bundle again brings it back as a new bundle (seeded as usual). Returns its
+    /// data, if it had any. Cost: O(brokers + the reports that listed it).
+    pub fn remove_bundle(&mut self, bundle: &str) -> Option<BundleData> {
+        let data = self.bundles.remove(bundle).map(|e| e.data);
+        self.unlisted.remove(bundle);
+        self.recently_unloaded.remove(bundle);
+        if let Some(broker) = self.preallocated.remove(bundle) {
+            if let Some(e) = self.brokers.get_mut(&broker) {
+                e.preallocated.remove(bundle);
+            }
+        }
+        let listing: Vec<String> = self
+            .brokers
+            .iter()
+            .filter(|(_, e)| e.local.last_stats.contains_key(bundle))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in listing {
+            let entry = self.brokers.get_mut(&id).expect("listed above");
+            entry.local.last_stats.remove(bundle);
+            let t = self.compute_time_average(&self.brokers[&id].local);
+            self.brokers
+                .get_mut(&id)
+                .expect("listed above")
+                .time_average = t;
+        }
+        data
+    }
+
     /// Keeps only the brokers in `alive` (Pulsar's "drop brokers without a report").
     pub fn retain_brokers(&mut self, alive: &BTreeSet<String>) {
         let gone: Vec<String> = self
@@ -631,6 +670,50 @@ mod tests {
         );
         assert_eq!(ld.preallocation("t/n/y"), None);
         assert!(ld.bundle("t/n/y").is_some());
+    }
+
+    #[test]
+    fn a_removed_bundle_is_forgotten_until_listed_again() {
+        let mut ld = LoadData::new();
+        ld.apply_report(
+            "b1:8080",
+            report(&[("t/n/parent", 100.0), ("t/n/other", 10.0)]),
+            &NoSeeds,
+        );
+        ld.apply_report("b2:8080", report(&[("t/n/parent", 1.0)]), &NoSeeds);
+        ld.apply_report("b3:8080", report(&[]), &NoSeeds);
+        ld.set_bundle("t/n/parent", BundleData::default());
+        ld.preallocate("t/n/parent", "b3:8080");
+        ld.record_unload("t/n/parent", 1_000);
+        let before = ld.broker("b1:8080").unwrap().time_average;
+        assert_eq!(before.short_term_msg_rate_in, 100.0 + 10.0);
+
+        assert!(ld.remove_bundle("t/n/parent").is_some());
+        assert!(ld.bundle("t/n/parent").is_none());
+        assert_eq!(ld.preallocation("t/n/parent"), None);
+        assert!(ld.broker("b3:8080").unwrap().preallocated.is_empty());
+        assert!(!ld.is_recently_unloaded("t/n/parent"));
+        for b in ["b1:8080", "b2:8080"] {
+            let e = ld.broker(b).unwrap();
+            assert!(!e.local.last_stats.contains_key("t/n/parent"), "{b}");
+            // The bundle set stays as reported.
+            assert!(e.local.bundles.contains("t/n/parent"), "{b}");
+        }
+        let after = ld.broker("b1:8080").unwrap().time_average;
+        assert_eq!(after.short_term_msg_rate_in, 10.0, "recomputed without it");
+        assert_eq!(ld.bundle_names(), ["t/n/other"]);
+        assert!(ld.remove_bundle("t/n/parent").is_none(), "already gone");
+
+        // The next reports: b1 without it keeps it gone; b2 listing it again brings it back as a new bundle.
+        ld.apply_report("b1:8080", report(&[("t/n/other", 10.0)]), &NoSeeds);
+        assert!(ld.bundle("t/n/parent").is_none());
+        ld.apply_report("b2:8080", report(&[("t/n/parent", 7.0)]), &NoSeeds);
+        let back = ld.bundle("t/n/parent").unwrap();
+        assert_eq!(back.short_term_data.num_samples, 1);
+        assert_eq!(back.short_term_data.msg_rate_in, 7.0);
+        // ... with one reporter: dropped once b2 stops listing it.
+        ld.apply_report("b2:8080", report(&[]), &NoSeeds);
+        assert!(ld.bundle("t/n/parent").is_none());
     }
 
     #[test]
