@@ -20,7 +20,9 @@
 //!   after every notification; within 5 s it would select the same bundles).
 //! * **Moves**: a shedding unload takes the bundle off its current owner at once; the planned destination owns
 //!   it `moveSeconds` later (if that broker left meanwhile, the bundle is placed by a lookup). Unloads of
-//!   bundles that moved or split since the leader's view are not carried out (`failedUnloads`).
+//!   bundles that moved or split since the leader's view are not carried out (`failedUnloads`; traced as
+//!   `unload <bundle> not carried out: <why>`). A split parent cannot be among them: the leader forgets it
+//!   when the split happens ([`Leader::on_bundle_split`]).
 //! * **Leaving brokers**: a graceful stop deregisters at once (Pulsar's `disableBroker` before unloading);
 //!   its bundles are looked up and placed by [`Leader::assign`] `moveSeconds` later. A crash is noticed after
 //!   `metadataStoreSessionTimeoutMillis`; the bundles are placed then. A restarted broker comes back empty.
@@ -863,20 +865,25 @@ impl<'w> Sim<'w> {
             .cycle(started.elapsed().as_secs_f64() * 1_000_000.0);
         for u in plan.unloads {
             let Some(&bi) = self.by_name.get(&u.bundle) else {
-                self.recorder.counts.failed_unloads += 1;
+                self.failed_unload(t, &u.bundle, "no such bundle");
                 continue;
             };
             let dest = u.destination.as_deref().and_then(|d| self.broker_index(d));
-            let (Owner::On(o), Some(d), true) =
-                (self.bundles[bi].owner, dest, self.bundles[bi].live)
-            else {
-                self.recorder.counts.failed_unloads += 1;
-                continue;
+            let checked = match (self.bundles[bi].owner, dest, self.bundles[bi].live) {
+                (_, _, false) => Err("the bundle was split"),
+                (_, None, _) => Err("the destination is not a broker of the cluster"),
+                (Owner::Moving(_), ..) => Err("the bundle is moving"),
+                (Owner::Unowned, ..) => Err("the bundle has no owner"),
+                (Owner::On(o), Some(d), true) if o == d => Err("the bundle is on the destination"),
+                (Owner::On(o), Some(d), true) => Ok((o, d)),
             };
-            if o == d {
-                self.recorder.counts.failed_unloads += 1;
-                continue;
-            }
+            let (o, d) = match checked {
+                Ok(od) => od,
+                Err(why) => {
+                    self.failed_unload(t, &u.bundle, why);
+                    continue;
+                }
+            };
             self.unown(bi);
             let mid = self.moves_dest.len();
             self.moves_dest.push(d);
@@ -899,6 +906,12 @@ impl<'w> Sim<'w> {
                 to: self.world.brokers[d].id.clone(),
             });
         }
+    }
+
+    /// An unload the leader planned that the cluster cannot carry out (`failedUnloads`).
+    fn failed_unload(&mut self, t: i64, bundle: &str, why: &str) {
+        self.recorder.counts.failed_unloads += 1;
+        self.log(t, format!("unload {bundle} not carried out: {why}"));
     }
 
     fn move_done(&mut self, bi: usize, mid: usize) {
@@ -990,7 +1003,7 @@ impl<'w> Sim<'w> {
         self.ns_bundles[ns] = nb.clone();
         let ns_name = self.world.namespaces[ns].name.clone();
         if let Some(l) = self.leader.as_mut() {
-            l.on_split(&ns_name, nb);
+            l.on_bundle_split(&self.bundles[bi].name, nb);
         }
         self.unown(bi);
         self.bundles[bi].live = false;

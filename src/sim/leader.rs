@@ -21,7 +21,8 @@
 //!    until the destination owns it (the simulator's `moveSeconds`).
 //! 6. **Split** — after report arrivals, [`Leader::split_check`] runs [`find_bundles_to_split`]; the caller
 //!    splits at the boundaries (computing them from the bundle's topics when the plan leaves them empty) and
-//!    reports the new bundles with [`Leader::on_split`].
+//!    reports the split with [`Leader::on_bundle_split`], which also forgets the parent at once
+//!    ([`LoadData::remove_bundle`]).
 //! 7. **Flush** — every `loadBalancerResourceQuotaUpdateIntervalMinutes`, [`Leader::flush`] adds Pulsar's
 //!    extra sample ([`LoadData::resample_all`]) and writes the top bundles' data to the store.
 //!
@@ -176,7 +177,19 @@ impl Leader {
         find_bundles_to_split(&self.load, &self.settings, &self.policies, topics)
     }
 
-    /// Step 6: a namespace's bundles after a split.
+    /// Step 6: `parent` was split; `bundles` are its namespace's bundles after the split. The boundaries are
+    /// updated ([`Leader::on_split`]) and the parent is forgotten at once, as Pulsar's leader does when it splits a
+    /// bundle: [`LoadData::remove_bundle`] drops its data, preallocation, recently-unloaded entry and its listing
+    /// in the reports the leader holds, and its stored bundle data is deleted. No strategy proposes the parent
+    /// again, even before its old owner's next report.
+    pub fn on_bundle_split(&mut self, parent: &str, bundles: NamespaceBundles) {
+        self.on_split(crate::core::namespace_of(parent), bundles);
+        self.load.remove_bundle(parent);
+        self.store.bundle_data.remove(parent);
+    }
+
+    /// Step 6: a namespace's bundles after a split (boundaries only; [`Leader::on_bundle_split`] also forgets the
+    /// parent).
     pub fn on_split(&mut self, namespace: &str, bundles: NamespaceBundles) {
         self.policies
             .namespaces
@@ -301,6 +314,80 @@ mod tests {
         );
         r.load_manager_class_name = Some(crate::model::MODULAR_LOAD_MANAGER_CLASS.into());
         r
+    }
+
+    /// b1 (hot) owns five equal bundles; the parent sorts first, so every strategy's first pick is the parent.
+    fn hot_owner(shedder: crate::config::ShedderKind) -> (Leader, String) {
+        let mut settings = Settings::default();
+        settings.load_balancer_load_shedding_strategy = shedder;
+        settings.load_balancer_load_placement_strategy = shedder.default_placement();
+        let mut leader = Leader::new(
+            "b1:8080",
+            settings,
+            ClusterPolicies::none(),
+            LoadData::new(),
+            StoredSeeds::default(),
+            3,
+        );
+        let names: Vec<String> = (0..5u64)
+            .map(|i| format!("t/n/0x{:08x}_0x{:08x}", i << 28, (i + 1) << 28))
+            .collect();
+        let hot: Vec<(&str, f64)> = names.iter().map(|b| (b.as_str(), 3000.0)).collect();
+        leader.on_report("b1:8080", report(&hot, 95.0));
+        leader.on_report("b2:8080", report(&[], 5.0));
+        leader.on_report("b3:8080", report(&[], 5.0));
+        leader.flush();
+        assert!(leader.store.bundle_data.contains_key(&names[0]));
+        (leader, names[0].clone())
+    }
+
+    /// The bundles the first shedding cycle with unloads proposes (up to ten cycles, a minute apart).
+    fn first_unloads(leader: &mut Leader) -> Vec<String> {
+        for k in 1..=10 {
+            let plan = leader.shedding_cycle(k * 60_000);
+            if !plan.unloads.is_empty() {
+                return plan.unloads.into_iter().map(|u| u.bundle).collect();
+            }
+        }
+        Vec::new()
+    }
+
+    #[test]
+    fn a_split_parent_is_never_proposed_again() {
+        for shedder in crate::config::ShedderKind::ALL {
+            // Control: with the boundaries updated but the parent kept (the old owner has not reported since
+            // the split), the strategy proposes the parent.
+            let (mut stale, parent) = hot_owner(shedder);
+            let after = NamespaceBundles::from_boundaries(vec![
+                0,
+                0x0800_0000,
+                0x1000_0000,
+                0x2000_0000,
+                0x3000_0000,
+                0x4000_0000,
+                0x5000_0000,
+                0xffff_ffff,
+            ])
+            .unwrap();
+            stale.on_split("t/n", after.clone());
+            assert!(
+                first_unloads(&mut stale).contains(&parent),
+                "{shedder}: the control proposes the parent"
+            );
+            // The leader forgets the parent at the split: never proposed, never split again, not stored.
+            let (mut leader, parent) = hot_owner(shedder);
+            leader.on_bundle_split(&parent, after);
+            assert!(leader.load.bundle(&parent).is_none());
+            assert!(!leader.store.bundle_data.contains_key(&parent));
+            let unloads = first_unloads(&mut leader);
+            assert!(!unloads.is_empty(), "{shedder}: b1 is still shed");
+            assert!(!unloads.contains(&parent), "{shedder}: {unloads:?}");
+            assert!(leader
+                .split_check(&SplitTopics::new())
+                .splits
+                .iter()
+                .all(|d| d.bundle != parent));
+        }
     }
 
     #[test]
