@@ -414,6 +414,22 @@ impl LoadData {
         }
     }
 
+    /// Drops every preallocation, and the data of bundles only a preallocation kept (no broker lists them).
+    /// Preallocations are leader-only memory in Pulsar (`preallocatedBundleToBroker`, each `BrokerData`'s
+    /// preallocated bundle data): a newly elected leader starts without them, so a runtime that keeps its load
+    /// data across an election calls this at the election, together with clearing
+    /// [`LoadData::recently_unloaded`]. Reports, bundle windows, time averages and extensible EMAs stay (followers
+    /// aggregate reports too). Returns how many preallocations were dropped.
+    pub fn clear_preallocations(&mut self) -> usize {
+        let dropped = self.preallocated.len();
+        self.preallocated.clear();
+        for e in self.brokers.values_mut() {
+            e.preallocated.clear();
+        }
+        self.prune_unlisted();
+        dropped
+    }
+
     /// The broker a bundle is preallocated to.
     pub fn preallocation(&self, bundle: &str) -> Option<&str> {
         self.preallocated.get(bundle).map(String::as_str)
@@ -670,6 +686,28 @@ mod tests {
         );
         assert_eq!(ld.preallocation("t/n/y"), None);
         assert!(ld.bundle("t/n/y").is_some());
+    }
+
+    #[test]
+    fn clearing_preallocations_drops_the_data_only_they_kept() {
+        let mut ld = LoadData::new();
+        ld.apply_report("b1:8080", report(&[("t/n/a", 1.0)]), &NoSeeds);
+        ld.apply_report("b2:8080", report(&[]), &NoSeeds);
+        // Assigned, not reported yet: data kept by the preallocation only.
+        ld.set_bundle("t/n/x", BundleData::default());
+        ld.preallocate("t/n/x", "b2:8080");
+        // Reported by b1 and preallocated to b2 (a move in flight): the data stays, b1 lists it.
+        ld.preallocate("t/n/a", "b2:8080");
+        ld.apply_report("b1:8080", report(&[("t/n/a", 1.0)]), &NoSeeds);
+        assert!(ld.bundle("t/n/x").is_some());
+        assert_eq!(ld.clear_preallocations(), 2);
+        assert_eq!(ld.preallocation("t/n/x"), None);
+        assert_eq!(ld.preallocation("t/n/a"), None);
+        assert!(ld.broker("b2:8080").unwrap().preallocated.is_empty());
+        assert!(ld.bundle("t/n/x").is_none());
+        assert!(ld.bundle("t/n/a").is_some());
+        assert_eq!(ld.broker_count(), 2);
+        assert_eq!(ld.clear_preallocations(), 0);
     }
 
     #[test]
