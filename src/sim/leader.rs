@@ -27,9 +27,10 @@
 //!    extra sample ([`LoadData::resample_all`]) and writes the top bundles' data to the store.
 //!
 //! Leadership change ([`Leader::take_over`]): followers aggregate reports too (Pulsar 3.x/4.x), so the new
-//! leader keeps the brokers' reports, bundle windows and time averages, but starts with fresh strategies (hit
-//! counters, moving averages), an empty recently-unloaded map and no preallocations — all leader-only
-//! memory in Pulsar. Its cycles start one interval after the election.
+//! leader keeps the brokers' reports, bundle windows and time averages — and the extensible EMAs, which in
+//! Pulsar each broker computes and publishes itself — but starts with fresh strategies (hit counters, moving
+//! averages), an empty recently-unloaded map and no preallocations ([`LoadData::clear_preallocations`]) — all
+//! leader-only memory in Pulsar. Its cycles start one interval after the election.
 //!
 //! # Consistency with the runtime (test to come with issue 5)
 //!
@@ -248,26 +249,13 @@ impl Leader {
         out
     }
 
-    /// Leadership moves to `broker` at election: same aggregated data, fresh leader-only state (see the module
-    /// docs).
+    /// Leadership moves to `broker` at election: same aggregated data (reports, bundle windows, time averages,
+    /// extensible EMAs), fresh leader-only state — no preallocations ([`LoadData::clear_preallocations`]), an
+    /// empty recently-unloaded map, fresh strategies (see the module docs).
     pub fn take_over(self, broker: &str) -> Leader {
-        let brokers: BTreeMap<String, LocalBrokerData> = self
-            .load
-            .brokers()
-            .map(|(id, e)| (id.clone(), e.local.clone()))
-            .collect();
-        let time_averages = self
-            .load
-            .brokers()
-            .map(|(id, e)| (id.clone(), e.time_average))
-            .collect();
-        let bundle_data = self
-            .load
-            .bundle_names()
-            .into_iter()
-            .filter_map(|b| self.load.bundle(b).map(|d| (b.clone(), *d)))
-            .collect();
-        let load = LoadData::from_parts(brokers, bundle_data, time_averages, BTreeMap::new());
+        let mut load = self.load;
+        load.clear_preallocations();
+        load.recently_unloaded.clear();
         let mut next = Leader::new(
             broker,
             self.settings,
@@ -432,9 +420,31 @@ mod tests {
         let flush = leader.flush();
         assert_eq!(flush.brokers, 2);
         assert!(leader.store.bundle_data.contains_key(&hot[0].0));
+        assert_eq!(
+            leader.load.preallocation("t/n/0xf0000000_0xffffffff"),
+            Some(a.broker.as_str())
+        );
+        // A second report moves b1's EMAs away from any single report's value.
+        leader.on_report("b1:8080", report(&hot_refs, 50.0));
+        let ema = leader.load.broker("b1:8080").unwrap().extensible;
+        assert_eq!(ema.samples, 2);
         let next = leader.take_over("b2:8080");
         assert_eq!(next.cycles(), 2, "cycle counter continues");
         assert!(next.load.recently_unloaded.is_empty(), "leader-only memory");
+        assert_eq!(
+            next.load.preallocation("t/n/0xf0000000_0xffffffff"),
+            None,
+            "leader-only memory"
+        );
+        assert!(
+            next.load.bundle("t/n/0xf0000000_0xffffffff").is_none(),
+            "nobody reported the assigned bundle"
+        );
+        assert_eq!(
+            next.load.broker("b1:8080").unwrap().extensible,
+            ema,
+            "the brokers' EMAs are not the leader's"
+        );
         assert_eq!(next.load.broker_count(), 2, "aggregated reports survive");
         assert!(next.load.bundle(&hot[0].0).is_some());
     }
