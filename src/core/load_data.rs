@@ -106,6 +106,12 @@ struct BundleEntry {
 
 /// The leader's view of the cluster load (Pulsar's `LoadData` plus the time averages and preallocations of
 /// `ModularLoadManagerImpl`). Brokers are kept in id order.
+///
+/// **Creators should call [`LoadData::set_ema_settings`] with the effective settings right after creating it**
+/// ([`LoadData::new`], [`LoadData::from_parts`], a snapshot): every applied report advances the extensible EMAs
+/// with the load data's settings, which are Pulsar's defaults until set. The shedding cycle and assignment set
+/// them too, but reports applied before the first of those would otherwise be folded in with the default
+/// weights and history percentage (a broker with more than one such report keeps that history).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LoadData {
     brokers: BTreeMap<String, BrokerEntry>,
@@ -120,7 +126,7 @@ pub struct LoadData {
 }
 
 impl LoadData {
-    /// An empty cluster.
+    /// An empty cluster, with Pulsar's default EMA settings (see [`LoadData::set_ema_settings`]).
     pub fn new() -> Self {
         Self::default()
     }
