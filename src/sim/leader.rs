@@ -92,15 +92,18 @@ pub struct Leader {
 }
 
 impl Leader {
-    /// A leader elected with fresh strategies over `load`.
+    /// A leader elected with fresh strategies over `load`. The load data's extensible EMA settings are set from
+    /// `settings` at once ([`LoadData::set_ema_settings`]), so reports applied before the first cycle or
+    /// assignment advance the EMAs with the configured weights and history percentage.
     pub fn new(
         broker: &str,
         settings: Settings,
         policies: ClusterPolicies,
-        load: LoadData,
+        mut load: LoadData,
         store: StoredSeeds,
         seed: u64,
     ) -> Self {
+        load.set_ema_settings(&settings);
         let strategies = Strategies::from_settings(&settings);
         let known = load.broker_ids();
         Self {
@@ -376,6 +379,34 @@ mod tests {
                 .iter()
                 .all(|d| d.bundle != parent));
         }
+    }
+
+    #[test]
+    fn reports_before_the_first_cycle_use_the_configured_ema_settings() {
+        let mut settings = Settings::default();
+        settings.load_balancer_load_shedding_strategy = crate::config::ShedderKind::TransferShedder;
+        settings.load_balancer_history_resource_percentage = 0.5;
+        let mut leader = Leader::new(
+            "b1:8080",
+            settings.clone(),
+            ClusterPolicies::none(),
+            LoadData::new(),
+            StoredSeeds::default(),
+            1,
+        );
+        assert_eq!(
+            leader.load.ema_settings(),
+            &crate::core::extensible::EmaSettings::from_settings(&settings)
+        );
+        leader.on_report("b1:8080", report(&[], 80.0));
+        leader.on_report("b1:8080", report(&[], 20.0));
+        leader.on_report("b1:8080", report(&[], 20.0));
+        // 0.8 → 0.5 × 0.8 + 0.5 × 0.2 = 0.5 → 0.35 (Pulsar's default 0.9 would give 0.692).
+        let ema = leader.load.broker("b1:8080").unwrap().extensible;
+        assert!((ema.weighted_max_ema - 0.35).abs() < 1e-12, "{ema:?}");
+        // The first cycle changes nothing.
+        leader.shedding_cycle(60_000);
+        assert_eq!(leader.load.broker("b1:8080").unwrap().extensible, ema);
     }
 
     #[test]
