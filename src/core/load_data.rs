@@ -106,6 +106,12 @@ struct BundleEntry {
 
 /// The leader's view of the cluster load (Pulsar's `LoadData` plus the time averages and preallocations of
 /// `ModularLoadManagerImpl`). Brokers are kept in id order.
+///
+/// **Creators should call [`LoadData::set_ema_settings`] with the effective settings right after creating it**
+/// ([`LoadData::new`], [`LoadData::from_parts`], a snapshot): every applied report advances the extensible EMAs
+/// with the load data's settings, which are Pulsar's defaults until set. The shedding cycle and assignment set
+/// them too, but reports applied before the first of those would otherwise be folded in with the default
+/// weights and history percentage (a broker with more than one such report keeps that history).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LoadData {
     brokers: BTreeMap<String, BrokerEntry>,
@@ -120,7 +126,7 @@ pub struct LoadData {
 }
 
 impl LoadData {
-    /// An empty cluster.
+    /// An empty cluster, with Pulsar's default EMA settings (see [`LoadData::set_ema_settings`]).
     pub fn new() -> Self {
         Self::default()
     }
@@ -331,6 +337,45 @@ impl LoadData {
         Some(entry)
     }
 
+    /// Forgets a bundle that no longer exists — a split parent, which Pulsar's leader drops from its bundle data
+    /// as soon as it decides the split (`checkNamespaceBundleSplit` removes it from `loadData.getBundleData()` and
+    /// deletes `/loadbalance/bundle-data/<bundle>`; the caller deletes its stored copy). Drops:
+    /// * its data, so no modular shedder proposes it and no placement counts it;
+    /// * its preallocation (also from the broker entry) and its recently-unloaded entry;
+    /// * its `lastStats` entry in every broker's report as the leader holds it, so neither TransferShedder's top
+    ///   bundles (Pulsar's owner tombstones its top-bundles data when the split starts) nor split selection see
+    ///   it again; those brokers' time averages are recomputed without it. Their bundle sets, counts and totals
+    ///   stay as reported until their next report.
+    ///
+    /// A later report that lists the bundle again brings it back as a new bundle (seeded as usual). Returns its
+    /// data, if it had any. Cost: O(brokers + the reports that listed it).
+    pub fn remove_bundle(&mut self, bundle: &str) -> Option<BundleData> {
+        let data = self.bundles.remove(bundle).map(|e| e.data);
+        self.unlisted.remove(bundle);
+        self.recently_unloaded.remove(bundle);
+        if let Some(broker) = self.preallocated.remove(bundle) {
+            if let Some(e) = self.brokers.get_mut(&broker) {
+                e.preallocated.remove(bundle);
+            }
+        }
+        let listing: Vec<String> = self
+            .brokers
+            .iter()
+            .filter(|(_, e)| e.local.last_stats.contains_key(bundle))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in listing {
+            let entry = self.brokers.get_mut(&id).expect("listed above");
+            entry.local.last_stats.remove(bundle);
+            let t = self.compute_time_average(&self.brokers[&id].local);
+            self.brokers
+                .get_mut(&id)
+                .expect("listed above")
+                .time_average = t;
+        }
+        data
+    }
+
     /// Keeps only the brokers in `alive` (Pulsar's "drop brokers without a report").
     pub fn retain_brokers(&mut self, alive: &BTreeSet<String>) {
         let gone: Vec<String> = self
@@ -373,6 +418,22 @@ impl LoadData {
         if let Some(e) = self.brokers.get_mut(broker) {
             e.preallocated.insert(bundle.to_owned());
         }
+    }
+
+    /// Drops every preallocation, and the data of bundles only a preallocation kept (no broker lists them).
+    /// Preallocations are leader-only memory in Pulsar (`preallocatedBundleToBroker`, each `BrokerData`'s
+    /// preallocated bundle data): a newly elected leader starts without them, so a runtime that keeps its load
+    /// data across an election calls this at the election, together with clearing
+    /// [`LoadData::recently_unloaded`]. Reports, bundle windows, time averages and extensible EMAs stay (followers
+    /// aggregate reports too). Returns how many preallocations were dropped.
+    pub fn clear_preallocations(&mut self) -> usize {
+        let dropped = self.preallocated.len();
+        self.preallocated.clear();
+        for e in self.brokers.values_mut() {
+            e.preallocated.clear();
+        }
+        self.prune_unlisted();
+        dropped
     }
 
     /// The broker a bundle is preallocated to.
@@ -456,6 +517,11 @@ impl LoadData {
     /// Number of bundles with data.
     pub fn bundle_count(&self) -> usize {
         self.bundles.len()
+    }
+
+    /// All bundle names with data, in no particular order (cheaper than [`LoadData::bundle_names`]).
+    pub fn bundle_keys(&self) -> impl Iterator<Item = &String> {
+        self.bundles.keys()
     }
 
     /// All bundle names with data, sorted.
@@ -626,6 +692,72 @@ mod tests {
         );
         assert_eq!(ld.preallocation("t/n/y"), None);
         assert!(ld.bundle("t/n/y").is_some());
+    }
+
+    #[test]
+    fn clearing_preallocations_drops_the_data_only_they_kept() {
+        let mut ld = LoadData::new();
+        ld.apply_report("b1:8080", report(&[("t/n/a", 1.0)]), &NoSeeds);
+        ld.apply_report("b2:8080", report(&[]), &NoSeeds);
+        // Assigned, not reported yet: data kept by the preallocation only.
+        ld.set_bundle("t/n/x", BundleData::default());
+        ld.preallocate("t/n/x", "b2:8080");
+        // Reported by b1 and preallocated to b2 (a move in flight): the data stays, b1 lists it.
+        ld.preallocate("t/n/a", "b2:8080");
+        ld.apply_report("b1:8080", report(&[("t/n/a", 1.0)]), &NoSeeds);
+        assert!(ld.bundle("t/n/x").is_some());
+        assert_eq!(ld.clear_preallocations(), 2);
+        assert_eq!(ld.preallocation("t/n/x"), None);
+        assert_eq!(ld.preallocation("t/n/a"), None);
+        assert!(ld.broker("b2:8080").unwrap().preallocated.is_empty());
+        assert!(ld.bundle("t/n/x").is_none());
+        assert!(ld.bundle("t/n/a").is_some());
+        assert_eq!(ld.broker_count(), 2);
+        assert_eq!(ld.clear_preallocations(), 0);
+    }
+
+    #[test]
+    fn a_removed_bundle_is_forgotten_until_listed_again() {
+        let mut ld = LoadData::new();
+        ld.apply_report(
+            "b1:8080",
+            report(&[("t/n/parent", 100.0), ("t/n/other", 10.0)]),
+            &NoSeeds,
+        );
+        ld.apply_report("b2:8080", report(&[("t/n/parent", 1.0)]), &NoSeeds);
+        ld.apply_report("b3:8080", report(&[]), &NoSeeds);
+        ld.set_bundle("t/n/parent", BundleData::default());
+        ld.preallocate("t/n/parent", "b3:8080");
+        ld.record_unload("t/n/parent", 1_000);
+        let before = ld.broker("b1:8080").unwrap().time_average;
+        assert_eq!(before.short_term_msg_rate_in, 100.0 + 10.0);
+
+        assert!(ld.remove_bundle("t/n/parent").is_some());
+        assert!(ld.bundle("t/n/parent").is_none());
+        assert_eq!(ld.preallocation("t/n/parent"), None);
+        assert!(ld.broker("b3:8080").unwrap().preallocated.is_empty());
+        assert!(!ld.is_recently_unloaded("t/n/parent"));
+        for b in ["b1:8080", "b2:8080"] {
+            let e = ld.broker(b).unwrap();
+            assert!(!e.local.last_stats.contains_key("t/n/parent"), "{b}");
+            // The bundle set stays as reported.
+            assert!(e.local.bundles.contains("t/n/parent"), "{b}");
+        }
+        let after = ld.broker("b1:8080").unwrap().time_average;
+        assert_eq!(after.short_term_msg_rate_in, 10.0, "recomputed without it");
+        assert_eq!(ld.bundle_names(), ["t/n/other"]);
+        assert!(ld.remove_bundle("t/n/parent").is_none(), "already gone");
+
+        // The next reports: b1 without it keeps it gone; b2 listing it again brings it back as a new bundle.
+        ld.apply_report("b1:8080", report(&[("t/n/other", 10.0)]), &NoSeeds);
+        assert!(ld.bundle("t/n/parent").is_none());
+        ld.apply_report("b2:8080", report(&[("t/n/parent", 7.0)]), &NoSeeds);
+        let back = ld.bundle("t/n/parent").unwrap();
+        assert_eq!(back.short_term_data.num_samples, 1);
+        assert_eq!(back.short_term_data.msg_rate_in, 7.0);
+        // ... with one reporter: dropped once b2 stops listing it.
+        ld.apply_report("b2:8080", report(&[]), &NoSeeds);
+        assert!(ld.bundle("t/n/parent").is_none());
     }
 
     #[test]

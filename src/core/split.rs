@@ -26,7 +26,7 @@
 //! boundaries to the owner. Children are unloaded when `loadBalancerAutoUnloadSplitBundlesEnabled` and the
 //! namespace-policy and anti-affinity checks of shedding allow moving the bundle.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::placement::{filters, PlacementContext};
 use super::plan::{Plan, Skipped, SplitDecision};
@@ -68,18 +68,6 @@ pub fn find_bundles_to_split(
     let max_sessions = s.load_balancer_namespace_bundle_max_sessions as i64;
     let max_rate = s.load_balancer_namespace_bundle_max_msg_rate as f64;
     let max_bw = s.load_balancer_namespace_bundle_max_bandwidth_mbytes as f64 * MIB;
-    let mut known_per_ns: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for name in load.bundle_names() {
-        known_per_ns
-            .entry(namespace_of(name))
-            .or_default()
-            .insert(name);
-    }
-    for (_, e) in load.brokers() {
-        for b in e.local.last_stats.keys() {
-            known_per_ns.entry(namespace_of(b)).or_default().insert(b);
-        }
-    }
     // Pulsar's `bundleCache.put(bundle, broker)`: one candidate per bundle; when several brokers list it (a stale
     // report after an unload), the last one in broker-id order wins.
     let mut candidates: BTreeMap<&str, (&String, String)> = BTreeMap::new();
@@ -122,13 +110,28 @@ pub fn find_bundles_to_split(
             candidates.insert(bundle.as_str(), (broker, why));
         }
     }
+    if candidates.is_empty() {
+        return plan;
+    }
+    // Bundle counts of candidate namespaces whose boundaries are unknown, from one pass over the load data —
+    // only when there is such a namespace (with known boundaries, as in the simulator, the pass never runs).
+    let unknown: BTreeSet<&str> = candidates
+        .keys()
+        .map(|b| namespace_of(b))
+        .filter(|ns| policies.bundle_count(ns).is_none())
+        .collect();
+    let known_per_ns = if unknown.is_empty() {
+        HashMap::new()
+    } else {
+        bundles_per_namespace(load, &unknown)
+    };
     let mut chosen_per_ns: BTreeMap<String, usize> = BTreeMap::new();
     let ctx = PlacementContext::new(load, settings, policies);
     for (bundle, (broker, why)) in candidates {
         let ns = namespace_of(bundle);
         let count = policies
             .bundle_count(ns)
-            .unwrap_or_else(|| known_per_ns.get(ns).map_or(1, BTreeSet::len));
+            .unwrap_or_else(|| known_per_ns.get(ns).copied().unwrap_or(1));
         let already = chosen_per_ns.get(ns).copied().unwrap_or(0);
         if count + already >= max_bundles {
             plan.skipped.push(Skipped::new(
@@ -210,6 +213,32 @@ pub fn find_bundles_to_split(
         });
     }
     plan
+}
+
+/// The number of distinct bundles of each namespace in `namespaces` the load data knows: bundles with data and
+/// bundles some broker's report lists. Cost: O(cluster).
+fn bundles_per_namespace<'a>(
+    load: &'a LoadData,
+    namespaces: &BTreeSet<&str>,
+) -> HashMap<&'a str, usize> {
+    let mut counts: HashMap<&'a str, usize> = HashMap::with_capacity(namespaces.len());
+    for name in load.bundle_keys() {
+        let ns = namespace_of(name);
+        if namespaces.contains(ns) {
+            *counts.entry(ns).or_insert(0) += 1;
+        }
+    }
+    // Listed bundles without data (only reports edited in place have them) count once each.
+    let mut listed_only: HashSet<&str> = HashSet::new();
+    for (_, e) in load.brokers() {
+        for b in e.local.last_stats.keys() {
+            let ns = namespace_of(b);
+            if namespaces.contains(ns) && load.bundle(b).is_none() && listed_only.insert(b) {
+                *counts.entry(ns).or_insert(0) += 1;
+            }
+        }
+    }
+    counts
 }
 
 fn boundaries(
@@ -439,6 +468,69 @@ mod tests {
         let split: Vec<&str> = plan.splits.iter().map(|d| d.bundle.as_str()).collect();
         assert_eq!(split, ["ten/ns/0x02000000_0x04000000"]);
         assert!(plan.skipped[0].reason.contains("holds one hash value"));
+    }
+
+    #[test]
+    fn namespaces_without_boundaries_count_each_known_bundle_once() {
+        // ten/a has no known boundaries: its count is the distinct bundles with data or listed by a report —
+        // two hot ones, one cold one with data only, one listed by two brokers, one listed without data (a
+        // report edited in place): 5. ten/b's count comes from its boundaries (2) however many bundles are seen.
+        let hot = [
+            ("ten/a/0x00000000_0x20000000", 1500, 0.0),
+            ("ten/a/0x20000000_0x40000000", 1500, 0.0),
+            ("ten/b/0x00000000_0x40000000", 1500, 0.0),
+            ("ten/b/0x40000000_0x80000000", 1500, 0.0),
+            ("ten/b/0x80000000_0xffffffff", 1500, 0.0),
+        ];
+        let mut ld = load(&hot);
+        ld.set_bundle("ten/a/0x40000000_0x60000000", BundleData::default());
+        let mut other = LocalBrokerData::default();
+        for b in ["ten/a/0x60000000_0x80000000", "ten/a/0x20000000_0x40000000"] {
+            other
+                .last_stats
+                .insert(b.into(), NamespaceBundleStats::default());
+        }
+        ld.insert_broker("other:8080", other);
+        ld.broker_mut("other:8080")
+            .unwrap()
+            .local
+            .last_stats
+            .insert(
+                "ten/a/0x80000000_0xa0000000".into(),
+                NamespaceBundleStats::default(),
+            );
+        assert!(ld.bundle("ten/a/0x80000000_0xa0000000").is_none());
+        let mut policies = ClusterPolicies::none();
+        policies.namespaces.insert(
+            "ten/b".into(),
+            NamespacePolicy {
+                bundles: Some(
+                    NamespaceBundles::from_boundaries(vec![0, 0x4000_0000, 0xffff_ffff]).unwrap(),
+                ),
+                anti_affinity_group: None,
+            },
+        );
+        let mut s = Settings::default();
+        s.load_balancer_namespace_maximum_bundles = 6;
+        let plan = find_bundles_to_split(&ld, &s, &policies, &SplitTopics::new());
+        let split: Vec<&str> = plan.splits.iter().map(|d| d.bundle.as_str()).collect();
+        // ten/a: 5 < 6 allows one split, 5 + 1 does not. ten/b: 2 known bundles; the third listed one is
+        // not among its boundaries.
+        assert_eq!(
+            split,
+            ["ten/a/0x00000000_0x20000000", "ten/b/0x00000000_0x40000000"]
+        );
+        let reasons: Vec<&str> = plan.skipped.iter().map(|k| k.reason.as_str()).collect();
+        assert!(
+            reasons[0].ends_with(
+                "namespace ten/a has 5 bundles (+1 splitting) >= loadBalancerNamespaceMaximumBundles 6"
+            ),
+            "{reasons:?}"
+        );
+        assert!(reasons
+            .iter()
+            .any(|r| r.ends_with("the bundle no longer exists")));
+        assert_eq!(plan.skipped.len(), 3, "{reasons:?}");
     }
 
     #[test]

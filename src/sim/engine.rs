@@ -11,16 +11,33 @@
 //!   usage. Host usage (CPU, NIC) is the mean of the 5-s samples over the last
 //!   `loadBalancerHostUsageCheckIntervalMinutes` (Pulsar measures CPU and NIC counters over that interval);
 //!   bundle rates are current. The write goes through [`LocalBrokerData::update`]; gains and losses are
-//!   those since the previous write. Nothing forces a write after an unload or a split: the modular
-//!   manager's `setLoadReportForceUpdateFlag` is a no-op. Cost of a check: O(namespaces on the broker); of a
+//!   those since the previous write. With the modular manager nothing forces a write after an unload or a
+//!   split (its `setLoadReportForceUpdateFlag` is a no-op). Cost of a check: O(namespaces on the broker); of a
 //!   write: O(its bundles).
+//! * **Extensible reporting** (the extensible load manager or TransferShedder is configured): two more
+//!   writes, traced as `report <broker> forced: <why>`.
+//!   1. A broker whose bundle set changed since its last write (a bundle unloaded or split away, or a bundle
+//!      it now owns) writes at its next check. This is what Pulsar's extensible brokers do: their
+//!      `BrokerLoadDataReporter` listens to the service-unit state channel and, on `Releasing` or `Splitting`
+//!      with itself as the source or `Owned` with itself as the destination, tombstones its load data (deletes
+//!      it from the store, resets its local data); the next `loadBalancerReportUpdateMinIntervalMillis` tick
+//!      then publishes a fresh one (`reportedAt` is 0, so the max-interval rule fires). A modular report cannot
+//!      be deleted (`/loadbalance/brokers/<id>` is the broker's registration), so it is rewritten instead.
+//!   2. loadmgr's own rule: a broker writes at its first check at least `loadBalanceSheddingDelayInSeconds`
+//!      after it last lost a bundle. TransferShedder's cool-down waits for load data *produced* that long
+//!      after the unload (`updatedAt − unload time`); rule 1 fires within seconds of the unload, so a broker
+//!      whose load then moves by less than the threshold would hold every cycle in `CoolDown` for up to
+//!      `loadBalancerReportUpdateMaxIntervalMinutes` (15) — as it would on Pulsar's extensible brokers. With
+//!      this write the cool-down ends at the first cycle after the delay.
 //! * **The leader** is the first broker up; when it leaves, the registered broker with the lowest id takes
 //!   over ([`Leader::take_over`]). Every written report is applied at once (one aggregation per
 //!   notification). Split selection runs after report arrivals, at most once per 5-s period (Pulsar runs it
 //!   after every notification; within 5 s it would select the same bundles).
 //! * **Moves**: a shedding unload takes the bundle off its current owner at once; the planned destination owns
 //!   it `moveSeconds` later (if that broker left meanwhile, the bundle is placed by a lookup). Unloads of
-//!   bundles that moved or split since the leader's view are not carried out (`failedUnloads`).
+//!   bundles that moved or split since the leader's view are not carried out (`failedUnloads`; traced as
+//!   `unload <bundle> not carried out: <why>`). A split parent cannot be among them: the leader forgets it
+//!   when the split happens ([`Leader::on_bundle_split`]).
 //! * **Leaving brokers**: a graceful stop deregisters at once (Pulsar's `disableBroker` before unloading);
 //!   its bundles are looked up and placed by [`Leader::assign`] `moveSeconds` later. A crash is noticed after
 //!   `metadataStoreSessionTimeoutMillis`; the bundles are placed then. A restarted broker comes back empty.
@@ -43,7 +60,7 @@ use crate::bundle::{
     parse_hash, split_bundle, BundleRange, NamespaceBundles, SplitInput, SplitOutcome, TopicName,
     TopicTraffic,
 };
-use crate::config::{PlacementKind, Settings, ShedderKind};
+use crate::config::{LoadManagerKind, PlacementKind, Settings, ShedderKind};
 use crate::core::split::SplitTopics;
 use crate::core::{
     weights4, ClusterPolicies, LoadData, NamespacePolicy, SplitDecision, StoredSeeds,
@@ -201,6 +218,12 @@ struct Broker {
     acc: (SystemResourceUsage, u32),
     phase_ms: i64,
     spikes: Vec<Spike>,
+    /// Extensible reporting: the bundle set changed since the last write (a bundle was unloaded, split or
+    /// assigned here).
+    owners_changed: bool,
+    /// Extensible reporting: write at the first check at or after this time (ms) — the shedding delay after
+    /// the last bundle this broker lost.
+    follow_up_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,6 +320,9 @@ struct Sim<'w> {
     series: Series,
     chart_ms: i64,
     class_name: &'static str,
+    /// Brokers report as the extensible manager's do (see the module docs): the extensible load manager or
+    /// TransferShedder is configured.
+    extensible_reports: bool,
     trace: Option<Vec<String>>,
     now: i64,
 }
@@ -416,6 +442,8 @@ impl<'w> Sim<'w> {
                     .filter(|s| s.broker == i && s.end_ms > s.start_ms)
                     .copied()
                     .collect(),
+                owners_changed: false,
+                follow_up_at: None,
             })
             .collect();
         let series = Series {
@@ -429,6 +457,8 @@ impl<'w> Sim<'w> {
             weights4: weights4(&settings),
             weights: settings.resource_weights(),
             class_name: settings.load_manager_class_name.class_name(),
+            extensible_reports: settings.load_manager_class_name == LoadManagerKind::Extensible
+                || settings.load_balancer_load_shedding_strategy == ShedderKind::TransferShedder,
             settings,
             seed: options.seed,
             queue: BinaryHeap::new(),
@@ -489,6 +519,7 @@ impl<'w> Sim<'w> {
         let b = &mut self.bundles[bi];
         b.owner = Owner::On(broker);
         let br = &mut self.brokers[broker];
+        br.owners_changed = true;
         br.bundles.insert(bi);
         br.ns_rates[b.ns].add_scaled(&b.rates, 1.0);
         br.ns_count[b.ns] += 1;
@@ -497,8 +528,14 @@ impl<'w> Sim<'w> {
 
     fn unown(&mut self, bi: usize) {
         if let Owner::On(o) = self.bundles[bi].owner {
+            let delay = self
+                .settings
+                .load_balance_shedding_delay_in_seconds
+                .saturating_mul(1000);
             let b = &self.bundles[bi];
             let br = &mut self.brokers[o];
+            br.owners_changed = true;
+            br.follow_up_at = Some(self.now.saturating_add(delay));
             br.bundles.remove(&bi);
             br.ns_rates[b.ns].add_scaled(&b.rates, -1.0);
             br.ns_count[b.ns] -= 1;
@@ -621,6 +658,8 @@ impl<'w> Sim<'w> {
         br.last = None;
         br.checks = 0;
         br.acc = (SystemResourceUsage::default(), 0);
+        br.owners_changed = false;
+        br.follow_up_at = None;
         let epoch = br.epoch;
         self.push(t, Ev::Check(b, epoch));
         if self.leader.is_none() {
@@ -751,8 +790,21 @@ impl<'w> Sim<'w> {
                         > threshold
             }
         };
+        let forced = if !self.extensible_reports || need {
+            None
+        } else if br.owners_changed {
+            Some("its bundles changed")
+        } else if br.follow_up_at.is_some_and(|at| t >= at) {
+            Some("loadBalanceSheddingDelayInSeconds after it last lost a bundle")
+        } else {
+            None
+        };
         self.push(next, Ev::Check(b, epoch));
-        if need {
+        if let Some(why) = forced {
+            let line = format!("report {} forced: {why}", self.world.brokers[b].id);
+            self.log(t, line);
+        }
+        if need || forced.is_some() {
             self.write_report(b, t, w);
         }
     }
@@ -789,6 +841,10 @@ impl<'w> Sim<'w> {
         br.local.last_update = now;
         let report = br.local.clone();
         br.local.clean_deltas();
+        br.owners_changed = false;
+        if br.follow_up_at.is_some_and(|at| t >= at) {
+            br.follow_up_at = None;
+        }
         br.last = Some(Written {
             rate: report.total_msg_rate(),
             tp: report.total_msg_throughput(),
@@ -863,20 +919,25 @@ impl<'w> Sim<'w> {
             .cycle(started.elapsed().as_secs_f64() * 1_000_000.0);
         for u in plan.unloads {
             let Some(&bi) = self.by_name.get(&u.bundle) else {
-                self.recorder.counts.failed_unloads += 1;
+                self.failed_unload(t, &u.bundle, "no such bundle");
                 continue;
             };
             let dest = u.destination.as_deref().and_then(|d| self.broker_index(d));
-            let (Owner::On(o), Some(d), true) =
-                (self.bundles[bi].owner, dest, self.bundles[bi].live)
-            else {
-                self.recorder.counts.failed_unloads += 1;
-                continue;
+            let checked = match (self.bundles[bi].owner, dest, self.bundles[bi].live) {
+                (_, _, false) => Err("the bundle was split"),
+                (_, None, _) => Err("the destination is not a broker of the cluster"),
+                (Owner::Moving(_), ..) => Err("the bundle is moving"),
+                (Owner::Unowned, ..) => Err("the bundle has no owner"),
+                (Owner::On(o), Some(d), true) if o == d => Err("the bundle is on the destination"),
+                (Owner::On(o), Some(d), true) => Ok((o, d)),
             };
-            if o == d {
-                self.recorder.counts.failed_unloads += 1;
-                continue;
-            }
+            let (o, d) = match checked {
+                Ok(od) => od,
+                Err(why) => {
+                    self.failed_unload(t, &u.bundle, why);
+                    continue;
+                }
+            };
             self.unown(bi);
             let mid = self.moves_dest.len();
             self.moves_dest.push(d);
@@ -899,6 +960,12 @@ impl<'w> Sim<'w> {
                 to: self.world.brokers[d].id.clone(),
             });
         }
+    }
+
+    /// An unload the leader planned that the cluster cannot carry out (`failedUnloads`).
+    fn failed_unload(&mut self, t: i64, bundle: &str, why: &str) {
+        self.recorder.counts.failed_unloads += 1;
+        self.log(t, format!("unload {bundle} not carried out: {why}"));
     }
 
     fn move_done(&mut self, bi: usize, mid: usize) {
@@ -990,7 +1057,7 @@ impl<'w> Sim<'w> {
         self.ns_bundles[ns] = nb.clone();
         let ns_name = self.world.namespaces[ns].name.clone();
         if let Some(l) = self.leader.as_mut() {
-            l.on_split(&ns_name, nb);
+            l.on_bundle_split(&self.bundles[bi].name, nb);
         }
         self.unown(bi);
         self.bundles[bi].live = false;

@@ -21,14 +21,16 @@
 //!    until the destination owns it (the simulator's `moveSeconds`).
 //! 6. **Split** — after report arrivals, [`Leader::split_check`] runs [`find_bundles_to_split`]; the caller
 //!    splits at the boundaries (computing them from the bundle's topics when the plan leaves them empty) and
-//!    reports the new bundles with [`Leader::on_split`].
+//!    reports the split with [`Leader::on_bundle_split`], which also forgets the parent at once
+//!    ([`LoadData::remove_bundle`]).
 //! 7. **Flush** — every `loadBalancerResourceQuotaUpdateIntervalMinutes`, [`Leader::flush`] adds Pulsar's
 //!    extra sample ([`LoadData::resample_all`]) and writes the top bundles' data to the store.
 //!
 //! Leadership change ([`Leader::take_over`]): followers aggregate reports too (Pulsar 3.x/4.x), so the new
-//! leader keeps the brokers' reports, bundle windows and time averages, but starts with fresh strategies (hit
-//! counters, moving averages), an empty recently-unloaded map and no preallocations — all leader-only
-//! memory in Pulsar. Its cycles start one interval after the election.
+//! leader keeps the brokers' reports, bundle windows and time averages — and the extensible EMAs, which in
+//! Pulsar each broker computes and publishes itself — but starts with fresh strategies (hit counters, moving
+//! averages), an empty recently-unloaded map and no preallocations ([`LoadData::clear_preallocations`]) — all
+//! leader-only memory in Pulsar. Its cycles start one interval after the election.
 //!
 //! # Consistency with the runtime (test to come with issue 5)
 //!
@@ -90,15 +92,18 @@ pub struct Leader {
 }
 
 impl Leader {
-    /// A leader elected with fresh strategies over `load`.
+    /// A leader elected with fresh strategies over `load`. The load data's extensible EMA settings are set from
+    /// `settings` at once ([`LoadData::set_ema_settings`]), so reports applied before the first cycle or
+    /// assignment advance the EMAs with the configured weights and history percentage.
     pub fn new(
         broker: &str,
         settings: Settings,
         policies: ClusterPolicies,
-        load: LoadData,
+        mut load: LoadData,
         store: StoredSeeds,
         seed: u64,
     ) -> Self {
+        load.set_ema_settings(&settings);
         let strategies = Strategies::from_settings(&settings);
         let known = load.broker_ids();
         Self {
@@ -176,7 +181,19 @@ impl Leader {
         find_bundles_to_split(&self.load, &self.settings, &self.policies, topics)
     }
 
-    /// Step 6: a namespace's bundles after a split.
+    /// Step 6: `parent` was split; `bundles` are its namespace's bundles after the split. The boundaries are
+    /// updated ([`Leader::on_split`]) and the parent is forgotten at once, as Pulsar's leader does when it splits a
+    /// bundle: [`LoadData::remove_bundle`] drops its data, preallocation, recently-unloaded entry and its listing
+    /// in the reports the leader holds, and its stored bundle data is deleted. No strategy proposes the parent
+    /// again, even before its old owner's next report.
+    pub fn on_bundle_split(&mut self, parent: &str, bundles: NamespaceBundles) {
+        self.on_split(crate::core::namespace_of(parent), bundles);
+        self.load.remove_bundle(parent);
+        self.store.bundle_data.remove(parent);
+    }
+
+    /// Step 6: a namespace's bundles after a split (boundaries only; [`Leader::on_bundle_split`] also forgets the
+    /// parent).
     pub fn on_split(&mut self, namespace: &str, bundles: NamespaceBundles) {
         self.policies
             .namespaces
@@ -235,26 +252,13 @@ impl Leader {
         out
     }
 
-    /// Leadership moves to `broker` at election: same aggregated data, fresh leader-only state (see the module
-    /// docs).
+    /// Leadership moves to `broker` at election: same aggregated data (reports, bundle windows, time averages,
+    /// extensible EMAs), fresh leader-only state — no preallocations ([`LoadData::clear_preallocations`]), an
+    /// empty recently-unloaded map, fresh strategies (see the module docs).
     pub fn take_over(self, broker: &str) -> Leader {
-        let brokers: BTreeMap<String, LocalBrokerData> = self
-            .load
-            .brokers()
-            .map(|(id, e)| (id.clone(), e.local.clone()))
-            .collect();
-        let time_averages = self
-            .load
-            .brokers()
-            .map(|(id, e)| (id.clone(), e.time_average))
-            .collect();
-        let bundle_data = self
-            .load
-            .bundle_names()
-            .into_iter()
-            .filter_map(|b| self.load.bundle(b).map(|d| (b.clone(), *d)))
-            .collect();
-        let load = LoadData::from_parts(brokers, bundle_data, time_averages, BTreeMap::new());
+        let mut load = self.load;
+        load.clear_preallocations();
+        load.recently_unloaded.clear();
         let mut next = Leader::new(
             broker,
             self.settings,
@@ -303,6 +307,108 @@ mod tests {
         r
     }
 
+    /// b1 (hot) owns five equal bundles; the parent sorts first, so every strategy's first pick is the parent.
+    fn hot_owner(shedder: crate::config::ShedderKind) -> (Leader, String) {
+        let mut settings = Settings::default();
+        settings.load_balancer_load_shedding_strategy = shedder;
+        settings.load_balancer_load_placement_strategy = shedder.default_placement();
+        let mut leader = Leader::new(
+            "b1:8080",
+            settings,
+            ClusterPolicies::none(),
+            LoadData::new(),
+            StoredSeeds::default(),
+            3,
+        );
+        let names: Vec<String> = (0..5u64)
+            .map(|i| format!("t/n/0x{:08x}_0x{:08x}", i << 28, (i + 1) << 28))
+            .collect();
+        let hot: Vec<(&str, f64)> = names.iter().map(|b| (b.as_str(), 3000.0)).collect();
+        leader.on_report("b1:8080", report(&hot, 95.0));
+        leader.on_report("b2:8080", report(&[], 5.0));
+        leader.on_report("b3:8080", report(&[], 5.0));
+        leader.flush();
+        assert!(leader.store.bundle_data.contains_key(&names[0]));
+        (leader, names[0].clone())
+    }
+
+    /// The bundles the first shedding cycle with unloads proposes (up to ten cycles, a minute apart).
+    fn first_unloads(leader: &mut Leader) -> Vec<String> {
+        for k in 1..=10 {
+            let plan = leader.shedding_cycle(k * 60_000);
+            if !plan.unloads.is_empty() {
+                return plan.unloads.into_iter().map(|u| u.bundle).collect();
+            }
+        }
+        Vec::new()
+    }
+
+    #[test]
+    fn a_split_parent_is_never_proposed_again() {
+        for shedder in crate::config::ShedderKind::ALL {
+            // Control: with the boundaries updated but the parent kept (the old owner has not reported since
+            // the split), the strategy proposes the parent.
+            let (mut stale, parent) = hot_owner(shedder);
+            let after = NamespaceBundles::from_boundaries(vec![
+                0,
+                0x0800_0000,
+                0x1000_0000,
+                0x2000_0000,
+                0x3000_0000,
+                0x4000_0000,
+                0x5000_0000,
+                0xffff_ffff,
+            ])
+            .unwrap();
+            stale.on_split("t/n", after.clone());
+            assert!(
+                first_unloads(&mut stale).contains(&parent),
+                "{shedder}: the control proposes the parent"
+            );
+            // The leader forgets the parent at the split: never proposed, never split again, not stored.
+            let (mut leader, parent) = hot_owner(shedder);
+            leader.on_bundle_split(&parent, after);
+            assert!(leader.load.bundle(&parent).is_none());
+            assert!(!leader.store.bundle_data.contains_key(&parent));
+            let unloads = first_unloads(&mut leader);
+            assert!(!unloads.is_empty(), "{shedder}: b1 is still shed");
+            assert!(!unloads.contains(&parent), "{shedder}: {unloads:?}");
+            assert!(leader
+                .split_check(&SplitTopics::new())
+                .splits
+                .iter()
+                .all(|d| d.bundle != parent));
+        }
+    }
+
+    #[test]
+    fn reports_before_the_first_cycle_use_the_configured_ema_settings() {
+        let mut settings = Settings::default();
+        settings.load_balancer_load_shedding_strategy = crate::config::ShedderKind::TransferShedder;
+        settings.load_balancer_history_resource_percentage = 0.5;
+        let mut leader = Leader::new(
+            "b1:8080",
+            settings.clone(),
+            ClusterPolicies::none(),
+            LoadData::new(),
+            StoredSeeds::default(),
+            1,
+        );
+        assert_eq!(
+            leader.load.ema_settings(),
+            &crate::core::extensible::EmaSettings::from_settings(&settings)
+        );
+        leader.on_report("b1:8080", report(&[], 80.0));
+        leader.on_report("b1:8080", report(&[], 20.0));
+        leader.on_report("b1:8080", report(&[], 20.0));
+        // 0.8 → 0.5 × 0.8 + 0.5 × 0.2 = 0.5 → 0.35 (Pulsar's default 0.9 would give 0.692).
+        let ema = leader.load.broker("b1:8080").unwrap().extensible;
+        assert!((ema.weighted_max_ema - 0.35).abs() < 1e-12, "{ema:?}");
+        // The first cycle changes nothing.
+        leader.shedding_cycle(60_000);
+        assert_eq!(leader.load.broker("b1:8080").unwrap().extensible, ema);
+    }
+
     #[test]
     fn sequence_sheds_assigns_and_survives_a_leader_change() {
         let mut settings = Settings::default();
@@ -345,9 +451,31 @@ mod tests {
         let flush = leader.flush();
         assert_eq!(flush.brokers, 2);
         assert!(leader.store.bundle_data.contains_key(&hot[0].0));
+        assert_eq!(
+            leader.load.preallocation("t/n/0xf0000000_0xffffffff"),
+            Some(a.broker.as_str())
+        );
+        // A second report moves b1's EMAs away from any single report's value.
+        leader.on_report("b1:8080", report(&hot_refs, 50.0));
+        let ema = leader.load.broker("b1:8080").unwrap().extensible;
+        assert_eq!(ema.samples, 2);
         let next = leader.take_over("b2:8080");
         assert_eq!(next.cycles(), 2, "cycle counter continues");
         assert!(next.load.recently_unloaded.is_empty(), "leader-only memory");
+        assert_eq!(
+            next.load.preallocation("t/n/0xf0000000_0xffffffff"),
+            None,
+            "leader-only memory"
+        );
+        assert!(
+            next.load.bundle("t/n/0xf0000000_0xffffffff").is_none(),
+            "nobody reported the assigned bundle"
+        );
+        assert_eq!(
+            next.load.broker("b1:8080").unwrap().extensible,
+            ema,
+            "the brokers' EMAs are not the leader's"
+        );
         assert_eq!(next.load.broker_count(), 2, "aggregated reports survive");
         assert!(next.load.bundle(&hot[0].0).is_some());
     }

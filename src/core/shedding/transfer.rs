@@ -37,6 +37,17 @@
 //!    is recorded as recently unloaded at the cycle's `now` ([`Shedder::on_unloads_planned`]; Pulsar records it
 //!    when the unload completes), so a candidate the cycle drops starts no cool-down.
 //!
+//! **Reports for the cool-down.** `updatedAt` is the report's `lastUpdate`, and a modular broker rewrites its
+//! report only on a change above `loadBalancerReportUpdateThresholdPercentage` or every
+//! `loadBalancerReportUpdateMaxIntervalMinutes`. A source broker whose load moves less than that after an unload
+//! would keep every cycle in `CoolDown` for up to the maximum interval. So brokers of a cluster running
+//! TransferShedder must (1) write at their next report check after their bundle set changed (a bundle
+//! unloaded or split away, or a bundle newly owned — what Pulsar's extensible `BrokerLoadDataReporter` achieves
+//! by tombstoning its data on `Releasing`/`Splitting` as source and `Owned` as destination), and (2) write at
+//! their first check at least `loadBalanceSheddingDelayInSeconds` after they last lost a bundle (loadmgr's
+//! rule: data produced after the delay ends the cool-down). The simulator's reporter does both
+//! ([`crate::sim::engine`]).
+//!
 //! Transferability (`isTransferable`): bundles of namespaces with isolation policies or an anti-affinity group
 //! are skipped unless `loadBalancerSheddingBundlesWithPoliciesEnabled`; then the extensible broker filters run
 //! for the bundle ([`PlacementContext::extensible_candidates`]: class, max topics `>=`, version, anti-affinity,
