@@ -1,8 +1,24 @@
-//! When a broker rewrites its report (`reference/pulsar-formats.md` §6.1, `needBrokerDataUpdate`).
+//! When a broker rewrites its report (`reference/pulsar-formats.md` §6.1, `needBrokerDataUpdate`), and the two
+//! extra writes of extensible reporting.
+//!
+//! The rules are pure functions shared by the live reporter ([`super::BrokerAgent`]) and the simulator's
+//! ([`crate::sim::engine`]), so both write the same reports at the same checks:
+//!
+//! * [`update_trigger`] — Pulsar's rule over the [`ReportFigures`] of the last written and the current report;
+//! * [`forced_report_reason`] — with [`extensible_reporting`] (the extensible load manager or TransferShedder is
+//!   configured), a broker also writes (1) at its next check after its bundle set changed and (2) at its first
+//!   check at least `loadBalanceSheddingDelayInSeconds` after it last lost a bundle, when nothing was written
+//!   since. TransferShedder's cool-down needs both (see [`crate::core::shedding`]'s TransferShedder docs);
+//! * [`report_check_phase_ms`] — when a broker's checks fall: the first report is written at start, the first
+//!   check comes a seeded phase later (from the seed and the broker id), then one every
+//!   `loadBalancerReportUpdateMinIntervalMillis`.
 
-use crate::config::Settings;
+use std::fmt;
+
+use crate::config::{LoadManagerKind, Settings, ShedderKind};
 use crate::core::weighted_usage4;
-use crate::model::LocalBrokerData;
+use crate::model::{LocalBrokerData, SystemResourceUsage};
+use crate::sim::model::{unit, Stream};
 
 /// Pulsar's `percentChange(old, new)`: 0 when both are 0, +∞ when only `old` is 0, else
 /// `100 × |old − new| / old`.
@@ -18,45 +34,130 @@ pub fn percent_change(old: f64, new: f64) -> f64 {
     }
 }
 
-/// Why the report must be written now, or `None` to skip this check.
-///
-/// `written` is the report as last written (Pulsar's `lastData`), `current` the fresh one, whose `lastUpdate`
-/// still holds the time of the last write. A write is due when more than `max_interval_ms` passed since it,
-/// or when the largest of the changes of total msg rate, total throughput, bundle count and
-/// `100 × |ΔW|` (W: the four-weight max usage with the configured weights) is strictly above
-/// `loadBalancerReportUpdateThresholdPercentage`.
-pub fn report_update_reason(
-    written: &LocalBrokerData,
-    current: &LocalBrokerData,
-    now_ms: i64,
+/// What the update rule compares of a report.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReportFigures {
+    /// Total msg rate in + out, msg/s.
+    pub msg_rate: f64,
+    /// Total throughput in + out, B/s.
+    pub throughput: f64,
+    /// Bundles listed.
+    pub bundles: i32,
+    /// `W`: the four-weight max resource usage with the configured weights, a fraction
+    /// ([`weighted_usage4`]).
+    pub weighted_usage: f64,
+}
+
+impl ReportFigures {
+    /// The figures of a report.
+    pub fn of(report: &LocalBrokerData, settings: &Settings) -> Self {
+        Self {
+            msg_rate: report.total_msg_rate(),
+            throughput: report.total_msg_throughput(),
+            bundles: report.num_bundles,
+            weighted_usage: weighted_usage4(report, settings),
+        }
+    }
+}
+
+/// `W` of a host usage: what [`weighted_usage4`] gives for a report carrying this usage (same arithmetic, to the
+/// last bit).
+pub fn weighted_usage(usage: &SystemResourceUsage, settings: &Settings) -> f64 {
+    let report = LocalBrokerData {
+        cpu: usage.cpu,
+        memory: usage.memory,
+        direct_memory: usage.direct_memory,
+        bandwidth_in: usage.bandwidth_in,
+        bandwidth_out: usage.bandwidth_out,
+        ..Default::default()
+    };
+    weighted_usage4(&report, settings)
+}
+
+/// Why a report is due under Pulsar's rule ([`update_trigger`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum UpdateTrigger {
+    /// More than the maximum interval passed since the last write.
+    MaxInterval {
+        /// ms since the last write.
+        since_ms: i64,
+        /// The maximum interval, ms.
+        max_interval_ms: i64,
+    },
+    /// A figure changed by more than the threshold.
+    Change {
+        /// `msg rate`, `throughput`, `bundle count` or `weighted usage`.
+        what: &'static str,
+        /// The change, percent (points of `100 × W` for the weighted usage; +∞ from 0).
+        change: f64,
+        /// `loadBalancerReportUpdateThresholdPercentage`.
+        threshold: f64,
+    },
+}
+
+impl fmt::Display for UpdateTrigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpdateTrigger::MaxInterval {
+                since_ms,
+                max_interval_ms,
+            } => write!(
+                f,
+                "{since_ms} ms since the last write > {max_interval_ms} ms"
+            ),
+            UpdateTrigger::Change {
+                what,
+                change,
+                threshold,
+            } => {
+                write!(f, "{what} changed ")?;
+                if change.is_infinite() {
+                    write!(f, "∞")?;
+                } else {
+                    write!(f, "{change:.1}")?;
+                }
+                write!(
+                    f,
+                    " % > loadBalancerReportUpdateThresholdPercentage {threshold} %"
+                )
+            }
+        }
+    }
+}
+
+/// Pulsar's `needBrokerDataUpdate`: a write is due when more than `max_interval_ms` passed since the last one
+/// (`since_ms`), or when the largest of the changes of total msg rate, total throughput, bundle count and
+/// `100 × |ΔW|` between the last written figures and the current ones is strictly above `threshold_percentage`
+/// (`loadBalancerReportUpdateThresholdPercentage`). `None`: skip this check.
+pub fn update_trigger(
+    written: &ReportFigures,
+    current: &ReportFigures,
+    since_ms: i64,
     max_interval_ms: i64,
-    settings: &Settings,
-) -> Option<String> {
-    let since = now_ms - current.last_update;
-    if since > max_interval_ms {
-        return Some(format!(
-            "{since} ms since the last write > {max_interval_ms} ms"
-        ));
+    threshold_percentage: f64,
+) -> Option<UpdateTrigger> {
+    if since_ms > max_interval_ms {
+        return Some(UpdateTrigger::MaxInterval {
+            since_ms,
+            max_interval_ms,
+        });
     }
     let changes = [
         (
             "msg rate",
-            percent_change(written.total_msg_rate(), current.total_msg_rate()),
+            percent_change(written.msg_rate, current.msg_rate),
         ),
         (
             "throughput",
-            percent_change(
-                written.total_msg_throughput(),
-                current.total_msg_throughput(),
-            ),
+            percent_change(written.throughput, current.throughput),
         ),
         (
             "bundle count",
-            percent_change(written.num_bundles as f64, current.num_bundles as f64),
+            percent_change(written.bundles as f64, current.bundles as f64),
         ),
         (
             "weighted usage",
-            100.0 * (weighted_usage4(written, settings) - weighted_usage4(current, settings)).abs(),
+            100.0 * (written.weighted_usage - current.weighted_usage).abs(),
         ),
     ];
     let (what, change) = changes
@@ -68,17 +169,80 @@ pub fn report_update_reason(
                 best
             }
         });
-    let threshold = settings.load_balancer_report_update_threshold_percentage as f64;
-    (change > threshold).then(|| {
-        format!(
-            "{what} changed {} % > loadBalancerReportUpdateThresholdPercentage {threshold} %",
-            if change.is_infinite() {
-                "∞".to_owned()
-            } else {
-                format!("{change:.1}")
-            }
-        )
+    (change > threshold_percentage).then_some(UpdateTrigger::Change {
+        what,
+        change,
+        threshold: threshold_percentage,
     })
+}
+
+/// Why the report must be written now, or `None` to skip this check ([`update_trigger`] on two reports).
+///
+/// `written` is the report as last written (Pulsar's `lastData`), `current` the fresh one, whose `lastUpdate`
+/// still holds the time of the last write.
+pub fn report_update_reason(
+    written: &LocalBrokerData,
+    current: &LocalBrokerData,
+    now_ms: i64,
+    max_interval_ms: i64,
+    settings: &Settings,
+) -> Option<String> {
+    update_trigger(
+        &ReportFigures::of(written, settings),
+        &ReportFigures::of(current, settings),
+        now_ms - current.last_update,
+        max_interval_ms,
+        settings.load_balancer_report_update_threshold_percentage as f64,
+    )
+    .map(|t| t.to_string())
+}
+
+/// Whether brokers report as the extensible load manager's do ([`forced_report_reason`]): the extensible load
+/// manager or TransferShedder is configured. The modular manager forces nothing (its
+/// `setLoadReportForceUpdateFlag` is a no-op).
+pub fn extensible_reporting(settings: &Settings) -> bool {
+    settings.load_manager_class_name == LoadManagerKind::Extensible
+        || settings.load_balancer_load_shedding_strategy == ShedderKind::TransferShedder
+}
+
+/// With [`extensible_reporting`], why a report that [`update_trigger`] would skip is written anyway:
+///
+/// 1. `bundles_changed` — the broker's bundle set changed since its last write (a bundle unloaded or split
+///    away, or one it now owns): Pulsar's extensible `BrokerLoadDataReporter` tombstones its load data on
+///    `Releasing`/`Splitting` as the source and on `Owned` as the destination, and publishes fresh data at the
+///    next tick;
+/// 2. the broker last lost a bundle at `last_loss_ms`, `now_ms` is at least `shedding_delay_ms`
+///    (`loadBalanceSheddingDelayInSeconds`) later, and nothing was written since that moment
+///    (`last_write_ms` is earlier): TransferShedder's cool-down ends only with load data produced that long
+///    after the unload, which a broker whose load moved by less than the threshold would not write for up to
+///    `loadBalancerReportUpdateMaxIntervalMinutes`.
+///
+/// Times are epoch ms (or any common origin).
+pub fn forced_report_reason(
+    bundles_changed: bool,
+    last_loss_ms: Option<i64>,
+    last_write_ms: i64,
+    now_ms: i64,
+    shedding_delay_ms: i64,
+) -> Option<&'static str> {
+    if bundles_changed {
+        return Some("its bundles changed");
+    }
+    let follow_up = last_loss_ms?.saturating_add(shedding_delay_ms);
+    (now_ms >= follow_up && last_write_ms < follow_up)
+        .then_some("loadBalanceSheddingDelayInSeconds after it last lost a bundle")
+}
+
+/// The phase of a broker's report checks, ms: its first report is written at start, its first check comes this
+/// long after, then one every `period_ms` (`loadBalancerReportUpdateMinIntervalMillis`). In
+/// `[1, period_ms − 1]` (1 for periods below 2 ms), a function of the seed and the broker id alone, so brokers
+/// started together do not all check at the same instant, and a run is reproducible from its seed. The
+/// simulator and the runtime both use it (and a leader's ticks, which fall on multiples of the period from the
+/// election when the intervals are multiples of it, never coincide with a check of a broker started then).
+pub fn report_check_phase_ms(seed: u64, broker_id: &str, period_ms: i64) -> i64 {
+    let span = (period_ms.max(2) - 1) as f64;
+    let key = crc32fast::hash(broker_id.as_bytes()) as u64;
+    1 + ((unit(seed, Stream::Phase as u64, key) * span) as i64).min(period_ms.max(2) - 2)
 }
 
 #[cfg(test)]

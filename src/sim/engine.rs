@@ -2,20 +2,29 @@
 //!
 //! Virtual time is in milliseconds from the start (`now` handed to the core is `world.start_ms + t`). Events
 //! at the same instant run in this order: membership and timeline events, move completions and lookups,
-//! report checks, leader work (split check, shedding, flush), metric samples; ties by scheduling order.
+//! report checks, the flush, other leader work (split check, shedding), metric samples; ties by scheduling
+//! order. The runtime's leader keeps the same order (notifications, then the flush, then the shedding tick).
 //!
-//! * **Brokers** check their report every `loadBalancerReportUpdateMinIntervalMillis` (5 s; each broker has a
-//!   seeded phase) and write it when Pulsar's `needBrokerDataUpdate` says so: first report at start, more than
+//! Periods are the runtime's ([`crate::runtime::intervals`]): the minute-based settings, or their `loadmgr*Millis`
+//! overrides when set.
+//!
+//! * **Brokers** check their report every `loadBalancerReportUpdateMinIntervalMillis` (5 s) — first at start,
+//!   then after a phase seeded by the run's seed and the broker id
+//!   ([`crate::runtime::reporter::report_check_phase_ms`], the runtime's rule too), then every period — and
+//!   write it when Pulsar's `needBrokerDataUpdate` says so: first report at start, more than
 //!   `loadBalancerReportUpdateMaxIntervalMinutes` since the last write, or a change above
-//!   `loadBalancerReportUpdateThresholdPercentage` of msg rate, throughput, bundle count or 100 × weighted
-//!   usage. Host usage (CPU, NIC) is the mean of the 5-s samples over the last
-//!   `loadBalancerHostUsageCheckIntervalMinutes` (Pulsar measures CPU and NIC counters over that interval);
+//!   `loadBalancerReportUpdateThresholdPercentage` of msg rate, throughput, bundle count or 100 × the
+//!   four-weight usage `W` ([`crate::runtime::reporter::update_trigger`], the rule the runtime's reporter
+//!   applies). Host usage (CPU, NIC) is the mean of the 5-s samples over the last
+//!   `loadBalancerHostUsageCheckIntervalMinutes` (Pulsar measures CPU and NIC counters over that interval;
+//!   with an interval of one check period it is the current usage, as a synthetic host reports it);
 //!   bundle rates are current. The write goes through [`LocalBrokerData::update`]; gains and losses are
 //!   those since the previous write. With the modular manager nothing forces a write after an unload or a
 //!   split (its `setLoadReportForceUpdateFlag` is a no-op). Cost of a check: O(namespaces on the broker); of a
 //!   write: O(its bundles).
 //! * **Extensible reporting** (the extensible load manager or TransferShedder is configured): two more
-//!   writes, traced as `report <broker> forced: <why>`.
+//!   writes, traced as `report <broker> forced: <why>`
+//!   ([`crate::runtime::reporter::forced_report_reason`], which the runtime's reporter applies too).
 //!   1. A broker whose bundle set changed since its last write (a bundle unloaded or split away, or a bundle
 //!      it now owns) writes at its next check. This is what Pulsar's extensible brokers do: their
 //!      `BrokerLoadDataReporter` listens to the service-unit state channel and, on `Releasing` or `Splitting`
@@ -60,12 +69,17 @@ use crate::bundle::{
     parse_hash, split_bundle, BundleRange, NamespaceBundles, SplitInput, SplitOutcome, TopicName,
     TopicTraffic,
 };
-use crate::config::{LoadManagerKind, PlacementKind, Settings, ShedderKind};
+use crate::config::{PlacementKind, Settings, ShedderKind};
 use crate::core::split::SplitTopics;
 use crate::core::{
     weights4, ClusterPolicies, LoadData, NamespacePolicy, SplitDecision, StoredSeeds,
 };
 use crate::model::{LocalBrokerData, ResourceWeights, SystemResourceUsage};
+use crate::runtime::intervals;
+use crate::runtime::reporter::{
+    extensible_reporting, forced_report_reason, report_check_phase_ms, update_trigger,
+    weighted_usage, ReportFigures,
+};
 
 /// Metric sample period, ms.
 pub const SAMPLE_MS: i64 = 5_000;
@@ -195,10 +209,7 @@ struct Bundle {
 
 #[derive(Debug, Clone, Copy)]
 struct Written {
-    rate: f64,
-    tp: f64,
-    bundles: i32,
-    w: f64,
+    figures: ReportFigures,
     at: i64,
 }
 
@@ -221,9 +232,9 @@ struct Broker {
     /// Extensible reporting: the bundle set changed since the last write (a bundle was unloaded, split or
     /// assigned here).
     owners_changed: bool,
-    /// Extensible reporting: write at the first check at or after this time (ms) — the shedding delay after
-    /// the last bundle this broker lost.
-    follow_up_at: Option<i64>,
+    /// Extensible reporting: when this broker last lost a bundle (ms); it writes at its first check at least
+    /// `loadBalanceSheddingDelayInSeconds` later unless it wrote since then.
+    last_loss: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,8 +264,9 @@ impl Ev {
             Ev::Timeline(_) | Ev::Join(_) | Ev::Deregister(..) => 0,
             Ev::MoveDone(..) | Ev::Assign(..) | Ev::RampStep(..) => 1,
             Ev::Check(..) => 2,
-            Ev::SplitCheck | Ev::Shed(_) | Ev::Flush(_) => 3,
-            Ev::Sample => 4,
+            Ev::Flush(_) => 3,
+            Ev::SplitCheck | Ev::Shed(_) => 4,
+            Ev::Sample => 5,
         }
     }
 }
@@ -299,8 +311,17 @@ struct Sim<'w> {
     world: &'w World,
     settings: Settings,
     weights4: ResourceWeights,
-    weights: ResourceWeights,
     seed: u64,
+    /// `loadBalancerReportUpdateMinIntervalMillis`, ms.
+    check_ms: i64,
+    /// Report checks per host-usage sample ([`intervals::host_usage`] ÷ the check period, at least 1).
+    host_every: u64,
+    /// [`intervals::report_max`], ms.
+    report_max_ms: i64,
+    /// [`intervals::shedding`], ms.
+    shed_ms: i64,
+    /// [`intervals::flush`], ms.
+    flush_ms: i64,
     queue: BinaryHeap<Item>,
     seq: u64,
     brokers: Vec<Broker>,
@@ -320,38 +341,16 @@ struct Sim<'w> {
     series: Series,
     chart_ms: i64,
     class_name: &'static str,
-    /// Brokers report as the extensible manager's do (see the module docs): the extensible load manager or
-    /// TransferShedder is configured.
+    /// Brokers report as the extensible manager's do (see the module docs):
+    /// [`extensible_reporting`].
     extensible_reports: bool,
     trace: Option<Vec<String>>,
     now: i64,
 }
 
-fn pc(old: f64, new: f64) -> f64 {
-    if old == 0.0 {
-        if new == 0.0 {
-            0.0
-        } else {
-            f64::INFINITY
-        }
-    } else {
-        100.0 * ((old - new) / old).abs()
-    }
-}
-
-/// `W` of a host usage with the configured (five) weights, as a fraction, computed the way
-/// `LocalBrokerData::max_resource_usage_with_weight` does.
-fn weighted(u: &SystemResourceUsage, w: &ResourceWeights) -> f64 {
-    [
-        u.cpu.percent_usage() as f64 * w.cpu,
-        u.memory.percent_usage() as f64 * w.memory,
-        u.direct_memory.percent_usage() as f64 * w.direct_memory,
-        u.bandwidth_in.percent_usage() as f64 * w.bandwidth_in,
-        u.bandwidth_out.percent_usage() as f64 * w.bandwidth_out,
-    ]
-    .into_iter()
-    .fold(f64::NEG_INFINITY, f64::max)
-        / 100.0
+/// A period in whole ms (the simulator's time unit).
+fn ms(d: std::time::Duration) -> i64 {
+    d.as_millis().min(i64::MAX as u128) as i64
 }
 
 fn add_usage(a: &mut SystemResourceUsage, b: &SystemResourceUsage) {
@@ -384,6 +383,7 @@ fn mean_usage(sum: &SystemResourceUsage, n: u32) -> SystemResourceUsage {
 impl<'w> Sim<'w> {
     fn new(world: &'w World, options: &RunOptions) -> Self {
         let settings = options.settings.clone();
+        let check_ms = ms(intervals::report_check(&settings));
         let n_ns = world.namespaces.len();
         let mut bundles = Vec::with_capacity(world.bundles.len());
         let mut by_name = HashMap::with_capacity(world.bundles.len());
@@ -419,7 +419,7 @@ impl<'w> Sim<'w> {
             .brokers
             .iter()
             .enumerate()
-            .map(|(i, _)| Broker {
+            .map(|(i, _spec)| Broker {
                 up: false,
                 registered: false,
                 epoch: 0,
@@ -433,8 +433,7 @@ impl<'w> Sim<'w> {
                 host: SystemResourceUsage::default(),
                 acc: (SystemResourceUsage::default(), 0),
                 phase_ms: 1
-                    + (unit(options.seed, Stream::Phase as u64, i as u64)
-                        * (settings.load_balancer_report_update_min_interval_millis as f64 - 1.0))
+                    + (unit(options.seed, Stream::Phase as u64, i as u64) * (check_ms as f64 - 1.0))
                         as i64,
                 spikes: world
                     .spikes
@@ -443,7 +442,7 @@ impl<'w> Sim<'w> {
                     .copied()
                     .collect(),
                 owners_changed: false,
-                follow_up_at: None,
+                last_loss: None,
             })
             .collect();
         let series = Series {
@@ -455,10 +454,13 @@ impl<'w> Sim<'w> {
         Sim {
             world,
             weights4: weights4(&settings),
-            weights: settings.resource_weights(),
+            check_ms,
+            host_every: (ms(intervals::host_usage(&settings)) / check_ms).max(1) as u64,
+            report_max_ms: ms(intervals::report_max(&settings)),
+            shed_ms: ms(intervals::shedding(&settings)),
+            flush_ms: ms(intervals::flush(&settings)),
             class_name: settings.load_manager_class_name.class_name(),
-            extensible_reports: settings.load_manager_class_name == LoadManagerKind::Extensible
-                || settings.load_balancer_load_shedding_strategy == ShedderKind::TransferShedder,
+            extensible_reports: extensible_reporting(&settings),
             settings,
             seed: options.seed,
             queue: BinaryHeap::new(),
@@ -528,14 +530,10 @@ impl<'w> Sim<'w> {
 
     fn unown(&mut self, bi: usize) {
         if let Owner::On(o) = self.bundles[bi].owner {
-            let delay = self
-                .settings
-                .load_balance_shedding_delay_in_seconds
-                .saturating_mul(1000);
             let b = &self.bundles[bi];
             let br = &mut self.brokers[o];
             br.owners_changed = true;
-            br.follow_up_at = Some(self.now.saturating_add(delay));
+            br.last_loss = Some(self.now);
             br.bundles.remove(&bi);
             br.ns_rates[b.ns].add_scaled(&b.rates, -1.0);
             br.ns_count[b.ns] -= 1;
@@ -625,13 +623,8 @@ impl<'w> Sim<'w> {
         self.log(t, format!("leader: {id} elected"));
         self.leader_epoch += 1;
         let e = self.leader_epoch;
-        let shed = self.settings.load_balancer_shedding_interval_minutes as i64 * 60_000;
-        let flush = self
-            .settings
-            .load_balancer_resource_quota_update_interval_minutes as i64
-            * 60_000;
-        self.push(t + shed, Ev::Shed(e));
-        self.push(t + flush, Ev::Flush(e));
+        self.push(t + self.shed_ms, Ev::Shed(e));
+        self.push(t + self.flush_ms, Ev::Flush(e));
     }
 
     fn join(&mut self, b: usize, t: i64) {
@@ -659,7 +652,7 @@ impl<'w> Sim<'w> {
         br.checks = 0;
         br.acc = (SystemResourceUsage::default(), 0);
         br.owners_changed = false;
-        br.follow_up_at = None;
+        br.last_loss = None;
         let epoch = br.epoch;
         self.push(t, Ev::Check(b, epoch));
         if self.leader.is_none() {
@@ -733,16 +726,8 @@ impl<'w> Sim<'w> {
     }
 
     fn check(&mut self, b: usize, t: i64) {
-        let period = self
-            .settings
-            .load_balancer_report_update_min_interval_millis
-            .max(1) as i64;
-        let host_every = ((self
-            .settings
-            .load_balancer_host_usage_check_interval_minutes as i64
-            * 60_000)
-            / period)
-            .max(1) as u64;
+        let period = self.check_ms;
+        let host_every = self.host_every;
         let rates = self.broker_rates(b, t);
         let inst = self.world.model.usage(
             &self.world.brokers[b].capacity,
@@ -764,40 +749,41 @@ impl<'w> Sim<'w> {
             t + period
         };
         let epoch = br.epoch;
-        let w = weighted(&br.host, &self.weights);
-        let rate = rates.total_rate();
-        let tp = rates.total_tp();
-        let nb = br.bundles.len() as i32;
-        let max_ms = self
-            .settings
-            .load_balancer_report_update_max_interval_minutes as i64
-            * 60_000;
+        let current = ReportFigures {
+            msg_rate: rates.total_rate(),
+            throughput: rates.total_tp(),
+            bundles: br.bundles.len() as i32,
+            weighted_usage: weighted_usage(&br.host, &self.settings),
+        };
         let threshold = self
             .settings
             .load_balancer_report_update_threshold_percentage as f64;
-        let need = match br.last {
-            None => true,
+        let (need, forced) = match br.last {
+            None => (true, None),
             Some(last) => {
-                t - last.at > max_ms
-                    || [
-                        pc(last.rate, rate),
-                        pc(last.tp, tp),
-                        pc(last.bundles as f64, nb as f64),
-                        100.0 * (last.w - w).abs(),
-                    ]
-                    .into_iter()
-                    .fold(0.0, f64::max)
-                        > threshold
+                let need = update_trigger(
+                    &last.figures,
+                    &current,
+                    t - last.at,
+                    self.report_max_ms,
+                    threshold,
+                )
+                .is_some();
+                let forced = (self.extensible_reports && !need)
+                    .then(|| {
+                        forced_report_reason(
+                            br.owners_changed,
+                            br.last_loss,
+                            last.at,
+                            t,
+                            self.settings
+                                .load_balance_shedding_delay_in_seconds
+                                .saturating_mul(1000),
+                        )
+                    })
+                    .flatten();
+                (need, forced)
             }
-        };
-        let forced = if !self.extensible_reports || need {
-            None
-        } else if br.owners_changed {
-            Some("its bundles changed")
-        } else if br.follow_up_at.is_some_and(|at| t >= at) {
-            Some("loadBalanceSheddingDelayInSeconds after it last lost a bundle")
-        } else {
-            None
         };
         self.push(next, Ev::Check(b, epoch));
         if let Some(why) = forced {
@@ -805,11 +791,11 @@ impl<'w> Sim<'w> {
             self.log(t, line);
         }
         if need || forced.is_some() {
-            self.write_report(b, t, w);
+            self.write_report(b, t);
         }
     }
 
-    fn write_report(&mut self, b: usize, t: i64, w: f64) {
+    fn write_report(&mut self, b: usize, t: i64) {
         let waves: Vec<f64> = (0..self.world.namespaces.len())
             .map(|ns| self.wave(ns, t))
             .collect();
@@ -842,14 +828,8 @@ impl<'w> Sim<'w> {
         let report = br.local.clone();
         br.local.clean_deltas();
         br.owners_changed = false;
-        if br.follow_up_at.is_some_and(|at| t >= at) {
-            br.follow_up_at = None;
-        }
         br.last = Some(Written {
-            rate: report.total_msg_rate(),
-            tp: report.total_msg_throughput(),
-            bundles: report.num_bundles,
-            w,
+            figures: ReportFigures::of(&report, &self.settings),
             at: t,
         });
         self.recorder.counts.reports_written += 1;
@@ -1250,9 +1230,7 @@ impl<'w> Sim<'w> {
                 Ev::Shed(e) => {
                     if e == self.leader_epoch {
                         self.shed(t);
-                        let every =
-                            self.settings.load_balancer_shedding_interval_minutes as i64 * 60_000;
-                        self.push(t + every, Ev::Shed(e));
+                        self.push(t + self.shed_ms, Ev::Shed(e));
                     }
                 }
                 Ev::Flush(e) => {
@@ -1260,12 +1238,7 @@ impl<'w> Sim<'w> {
                         if let Some(l) = self.leader.as_mut() {
                             l.flush();
                         }
-                        let every = self
-                            .settings
-                            .load_balancer_resource_quota_update_interval_minutes
-                            as i64
-                            * 60_000;
-                        self.push(t + every, Ev::Flush(e));
+                        self.push(t + self.flush_ms, Ev::Flush(e));
                     }
                 }
                 Ev::Sample => {
@@ -1300,11 +1273,7 @@ pub fn run(world: &World, options: &RunOptions, progress: Option<&AtomicI64>) ->
     let sim = Sim::new(world, options);
     let (metrics, series, moves, trace) = sim.run(progress);
     let wall = started.elapsed().as_secs_f64();
-    let interval = options
-        .settings
-        .load_balancer_shedding_interval_minutes
-        .max(1) as f64
-        * 60_000.0;
+    let interval = ms(intervals::shedding(&options.settings)) as f64;
     RunResult {
         scenario: world.name.clone(),
         strategy: options
