@@ -15,7 +15,7 @@ use super::host_usage::LinuxHostUsage;
 use super::identity::BrokerIdentity;
 use super::ownership::{OwnershipCommand, OwnershipTask};
 use super::records::{AdminRequest, RequestOp, RequestResponse};
-use super::reporter::report_update_reason;
+use super::reporter::{report_check_phase_ms, report_update_reason};
 use super::requests::{self, LookupResult};
 use super::{intervals, RuntimeError};
 use crate::bundle::{
@@ -200,6 +200,8 @@ impl BrokerAgent {
                 }
             }
         };
+        // The first report is written now; the checks run from here (see `report_loop`).
+        let registered_at = tokio::time::Instant::now();
         report.clean_deltas();
         tracing::info!(broker = %broker_id, store = %store.address(), "registered at {}", paths::broker(&broker_id));
         match store
@@ -241,6 +243,7 @@ impl BrokerAgent {
             lock,
             report,
             usage,
+            registered_at,
             stop_rx.clone(),
         ));
 
@@ -418,21 +421,26 @@ impl HostUsage {
     }
 }
 
-/// The report task: every `loadBalancerReportUpdateMinIntervalMillis` refresh the report and write it when
-/// due (§6.1); never while disconnected. Re-registers when the registration was lost. Releases the
-/// registration when told to stop.
+/// The report task. The first report was written at registration (`registered_at`); the first check comes
+/// [`report_check_phase_ms`] later (a phase from the seed and the broker id), then one every
+/// `loadBalancerReportUpdateMinIntervalMillis`, on deadlines (no drift). Each check refreshes the report and
+/// writes it when due (§6.1, [`report_update_reason`]) — never while disconnected. Re-registers when the
+/// registration was lost. Releases the registration when told to stop.
 async fn report_loop(
     sh: Arc<AgentShared>,
     mut lock: ResourceLock<LocalBrokerData>,
     mut report: LocalBrokerData,
     mut usage: HostUsage,
+    registered_at: tokio::time::Instant,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut written = report.clone();
+    let first = intervals::report_check(&sh.settings());
+    let phase = report_check_phase_ms(sh.seed, &sh.broker_id, first.as_millis() as i64);
+    let mut due = registered_at + Duration::from_millis(phase.max(0) as u64);
     loop {
-        let period = intervals::report_check(&sh.settings());
         tokio::select! {
-            _ = tokio::time::sleep(period) => {}
+            _ = tokio::time::sleep_until(due) => {}
             _ = stop.changed() => {
                 if let Err(e) = lock.release().await {
                     tracing::warn!("deregistration failed: {e}");
@@ -443,6 +451,12 @@ async fn report_loop(
             }
         }
         let settings = sh.settings();
+        due += intervals::report_check(&settings);
+        let late = tokio::time::Instant::now();
+        if due <= late {
+            // A check that took longer than the period (a slow store): go on from now rather than catch up.
+            due = late + intervals::report_check(&settings);
+        }
         report.update(&usage.current(&sh), sh.host.bundle_stats());
         if !sh.store.is_connected() {
             continue;
@@ -462,13 +476,14 @@ async fn report_loop(
             continue;
         }
         let now = sh.now_ms();
-        let Some(why) = report_update_reason(
+        let due_now = report_update_reason(
             &written,
             &report,
             now,
             intervals::report_max(&settings).as_millis() as i64,
             &settings,
-        ) else {
+        );
+        let Some(why) = due_now else {
             sh.metrics.reports_skipped.fetch_add(1, Ordering::Relaxed);
             continue;
         };

@@ -63,7 +63,7 @@ use serde::Serialize;
 
 use super::leader::Leader;
 use super::metrics::{Metrics, MoveRecord, Recorder};
-use super::model::{noise, score, unit, Rates, Stream};
+use super::model::{noise, score, Rates};
 use super::world::{Spike, World, WorldEvent};
 use crate::bundle::{
     parse_hash, split_bundle, BundleRange, NamespaceBundles, SplitInput, SplitOutcome, TopicName,
@@ -419,7 +419,7 @@ impl<'w> Sim<'w> {
             .brokers
             .iter()
             .enumerate()
-            .map(|(i, _spec)| Broker {
+            .map(|(i, spec)| Broker {
                 up: false,
                 registered: false,
                 epoch: 0,
@@ -432,9 +432,7 @@ impl<'w> Sim<'w> {
                 checks: 0,
                 host: SystemResourceUsage::default(),
                 acc: (SystemResourceUsage::default(), 0),
-                phase_ms: 1
-                    + (unit(options.seed, Stream::Phase as u64, i as u64) * (check_ms as f64 - 1.0))
-                        as i64,
+                phase_ms: report_check_phase_ms(options.seed, &spec.id, check_ms),
                 spikes: world
                     .spikes
                     .iter()
