@@ -21,7 +21,6 @@ use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
 use rand::rngs::StdRng;
-use rand::SeedableRng;
 use tokio::sync::mpsc;
 
 use super::agent::{split_points, AgentShared};
@@ -50,6 +49,7 @@ use crate::model::{
     BundleData, LocalBrokerData, NamespaceEphemeralData, ResourceQuota, TimeAverageBrokerData,
 };
 use crate::paths;
+use crate::sim::model::{stream_rng, Stream};
 use crate::store::{
     CreateOptions, Error, MetadataStoreExt, NotificationType, Op, OpResult, Stat, CREATE_ONLY,
 };
@@ -117,9 +117,15 @@ pub(crate) struct Leader {
     load: LoadData,
     seeds: StoredSeeds,
     strategies: Strategies,
-    rng: StdRng,
+    /// Shedding ticks of this term so far: the k-th (from 0) draws from `stream_rng(seed, Shedding, k)`.
+    shedding_ticks: u64,
+    /// Placements of this term so far: the n-th draws from `stream_rng(seed, Assignment, n)`.
+    assignments: u64,
     /// Children of `/loadbalance/brokers` (valid reports or not).
     registered: BTreeSet<String>,
+    /// The report node incarnation and version last applied per broker, so a notification of a version
+    /// already applied (read during the initial load) is not aggregated twice.
+    applied_reports: HashMap<String, (i64, i64)>,
     records: BTreeMap<String, (BundleAssignment, i64)>,
     owners: BTreeMap<String, Owner>,
     namespaces: BTreeMap<String, NamespaceBundlesInfo>,
@@ -234,8 +240,10 @@ impl Leader {
             load: LoadData::new(),
             seeds: StoredSeeds::default(),
             strategies: Strategies::from_settings(&settings),
-            rng: StdRng::seed_from_u64(sh.seed),
+            shedding_ticks: 0,
+            assignments: 0,
             registered: BTreeSet::new(),
+            applied_reports: HashMap::new(),
             records: BTreeMap::new(),
             owners: BTreeMap::new(),
             namespaces: BTreeMap::new(),
@@ -257,8 +265,18 @@ impl Leader {
             sh,
             election,
         };
+        // Reports applied before the first cycle advance the extensible EMAs with the configured settings.
+        leader.load.set_ema_settings(&settings);
         leader.load_all().await?;
         Ok((leader, streams))
+    }
+
+    /// The random stream of the next placement (lookup, reassignment, a destination chosen for an unload or a
+    /// split child): `stream_rng(seed, Assignment, n)`, as the simulator's leader draws its n-th assignment.
+    fn assignment_rng(&mut self) -> StdRng {
+        let rng = stream_rng(self.sh.seed, Stream::Assignment, self.assignments);
+        self.assignments += 1;
+        rng
     }
 
     /// A new leader's full read (§6.2 plus loadmgr's records and ownership nodes).
@@ -397,7 +415,10 @@ impl Leader {
         );
         shed.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            // Biased: at one instant, notifications (reports first) before the flush, the flush before the
+            // shedding tick — the simulator's order of same-instant events — and the choice never random.
             let step = tokio::select! {
+                biased;
                 n = s.brokers.next() => match n {
                     None => Err(Stop::Closed),
                     Some(n) => self.on_broker_event(&n.path, n.kind).await,
@@ -508,6 +529,12 @@ impl Leader {
         match self.sh.store.get(&path).await {
             Ok(Some(found)) => {
                 let joined = self.registered.insert(id.to_owned());
+                let written = (found.stat.creation_revision, found.stat.version);
+                if self.applied_reports.get(id) == Some(&written) {
+                    // Already aggregated (read while loading, then notified).
+                    return Ok(());
+                }
+                self.applied_reports.insert(id.to_owned(), written);
                 match parse_report(&found.value) {
                     Ok(report) => {
                         let new_broker = self.load.broker(id).is_none();
@@ -557,6 +584,7 @@ impl Leader {
     }
 
     async fn broker_gone(&mut self, id: &str) -> Step {
+        self.applied_reports.remove(id);
         let was_registered = self.registered.remove(id);
         let had_report = self.load.remove_broker(id).is_some();
         if !was_registered && !had_report {
@@ -847,13 +875,14 @@ impl Leader {
     /// Places a bundle whose record's destination is gone.
     async fn reassign(&mut self, bundle: &str, cause: AssignmentCause, why: &str) -> Step {
         let settings = self.sh.settings();
+        let mut rng = self.assignment_rng();
         let placed = assign_bundle(
             &mut self.load,
             &settings,
             &self.policies,
             &mut self.strategies.placement,
             bundle,
-            &mut self.rng,
+            &mut rng,
         );
         match placed {
             Ok(a) if self.registered.contains(&a.broker) => {
@@ -921,6 +950,7 @@ impl Leader {
     fn choose_other(&mut self, bundle: &str, source: &str) -> Result<(String, String), String> {
         let settings = self.sh.settings();
         let now = self.sh.now_ms();
+        let mut rng = self.assignment_rng();
         let first = {
             let ctx = PlacementContext::new(&self.load, &settings, &self.policies).with_now(now);
             select_broker(
@@ -929,7 +959,7 @@ impl Leader {
                 bundle,
                 None,
                 Some(source),
-                &mut self.rng,
+                &mut rng,
             )
         };
         match first {
@@ -948,7 +978,7 @@ impl Leader {
             bundle,
             None,
             Some(source),
-            &mut self.rng,
+            &mut rng,
         )
         .map(|s| (s.broker, s.reason))
     }
@@ -1006,9 +1036,14 @@ impl Leader {
         Ok(())
     }
 
+    /// One shedding tick. The k-th tick of the term (from 0, deferred ticks included) draws from
+    /// `stream_rng(seed, Shedding, k)`: the stream of a cycle depends only on its time, election + (k + 1) ×
+    /// the shedding interval, as in the simulator.
     async fn cycle(&mut self) -> Step {
         let settings = self.sh.settings();
         let now = self.sh.now_ms();
+        let mut rng = stream_rng(self.sh.seed, Stream::Shedding, self.shedding_ticks);
+        self.shedding_ticks += 1;
         self.status.shedding_cycles += 1;
         if let Err(why) = self.settled(&settings, now) {
             tracing::debug!(leader = %self.id, "shedding waits for the last moves to show in the reports: {why}");
@@ -1024,7 +1059,7 @@ impl Leader {
             &self.policies,
             &mut self.strategies,
             now,
-            &mut self.rng,
+            &mut rng,
         );
         for s in &plan.skipped {
             tracing::debug!(leader = %self.id, subject = %s.subject, "shedding: {}", s.reason);
@@ -1647,13 +1682,14 @@ impl Leader {
             }
         }
         let settings = self.sh.settings();
+        let mut rng = self.assignment_rng();
         let placed = assign_bundle(
             &mut self.load,
             &settings,
             &self.policies,
             &mut self.strategies.placement,
             &bundle,
-            &mut self.rng,
+            &mut rng,
         );
         match placed {
             Ok(a) => {
