@@ -35,12 +35,24 @@
 //! | `nicSpeedGbps` | 1 | NIC limit (kbit/s = Gbps × 1024 × 1024); usage = bytes/s × 8 / 1024 |
 //! | `loadDelayMs`, `unloadDelayMs` | 0 | time a load / unload takes (topics opening / closing) |
 //! | `lookupOnStart` | true | the agent looks every topic up once at start, as connecting clients would |
+//! | `costModel` | none | the simulator's cost model instead of the two `cpu…` keys (below) |
 //! | `topics[].name` | required | full topic name; one `{A..B}` makes topics A to B (inclusive) |
 //! | `topics[].msgRateIn`, `msgRateOut` | 0 | msg/s per topic |
 //! | `topics[].msgSizeBytes` | 1024 | bytes per message (throughput = rate × size) |
 //! | `topics[].producers`, `consumers` | 1, 1 | connections per topic |
 //!
 //! Unknown keys are errors naming the key, so a typo does not silently change a test.
+//!
+//! # The simulator's cost model
+//!
+//! With `"costModel": {"baseCpuCores": 0.4, "cpuMicrosPerMessage": 15, "cpuMicrosPerKiB": 20,
+//! "bookieWriteCopies": 2}` (the keys and defaults of a scenario's `model`, [`CostModel`]), CPU, NIC, memory and
+//! direct memory are what [`CostModel::usage`] gives a simulated broker with `cores` cores and a
+//! `nicSpeedGbps` NIC serving the same traffic — the same function, without noise (`noisePoints` is ignored).
+//! `cpuBasePercent`, `cpuPercentPer1000Msgs`, `memoryMb` and `directMemoryMb` are then not used. A cluster of
+//! agents on such hosts reports what the simulator's brokers report for the same traffic (the consistency test,
+//! `tests/consistency.rs`); the values are equal to the last bit when the sums of the traffic are exact (whole
+//! msg/s and bytes), since the simulator keeps a running total and the host sums its bundles.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -53,6 +65,7 @@ use serde::Deserialize;
 use super::host::{BrokerHost, HostError};
 use crate::bundle::{topic_hash, BundleName, TopicName, TopicTraffic};
 use crate::model::{NamespaceBundleStats, ResourceUsage, SystemResourceUsage};
+use crate::sim::model::{Capacity, CostModel, Rates};
 
 /// `usage`/`limit` in MiB.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
@@ -152,6 +165,9 @@ pub struct SyntheticProfile {
     /// Look every topic up once at start.
     #[serde(default = "yes")]
     pub lookup_on_start: bool,
+    /// The simulator's cost model, replacing the `cpu…`/`…MemoryMb` keys (see the module docs).
+    #[serde(default)]
+    pub cost_model: Option<CostModel>,
     /// The topics.
     pub topics: Vec<TopicSpec>,
 }
@@ -369,6 +385,20 @@ impl BrokerHost for SyntheticHost {
         let tp_in = sum(|s| s.msg_throughput_in);
         let tp_out = sum(|s| s.msg_throughput_out);
         let p = &self.profile;
+        if let Some(model) = &p.cost_model {
+            let rates = Rates {
+                rate_in: sum(|s| s.msg_rate_in),
+                rate_out: sum(|s| s.msg_rate_out),
+                tp_in,
+                tp_out,
+            };
+            let capacity = Capacity {
+                cpu_cores: p.cores,
+                nic_gbps: p.nic_speed_gbps,
+                base_cpu_cores: model.base_cpu_cores,
+            };
+            return Some(model.usage(&capacity, &rates, 0.0, 0.0));
+        }
         let nic_limit = p.nic_speed_gbps * 1024.0 * 1024.0;
         Some(SystemResourceUsage {
             cpu: ResourceUsage::new(
@@ -469,6 +499,50 @@ mod tests {
         let halves: i64 = host.bundle_stats().values().map(|s| s.topics).sum();
         assert_eq!(halves, 10);
         assert_eq!(host.served().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn the_simulator_cost_model_gives_the_simulator_usage() {
+        let profile = SyntheticProfile::from_json(
+            r#"{"cores": 2, "nicSpeedGbps": 1,
+                "costModel": {"baseCpuCores": 0.5, "cpuMicrosPerMessage": 20, "noisePoints": 3},
+                "topics": [{"name": "persistent://public/demo/t-{0..9}", "msgRateIn": 100, "msgRateOut": 300,
+                            "msgSizeBytes": 2048}]}"#,
+            "p.json",
+        )
+        .unwrap();
+        let model = profile.cost_model.unwrap();
+        assert_eq!(
+            model.cpu_micros_per_kib,
+            CostModel::default().cpu_micros_per_kib
+        );
+        let host = SyntheticHost::new(profile).unwrap();
+        let capacity = Capacity {
+            cpu_cores: 2.0,
+            nic_gbps: 1.0,
+            base_cpu_cores: 0.5,
+        };
+        let idle = host.resource_usage().unwrap();
+        assert_eq!(
+            idle,
+            model.usage(&capacity, &Rates::default(), 0.0, 0.0),
+            "no noise"
+        );
+        assert_eq!(idle.cpu, ResourceUsage::new(50.0, 200.0));
+        host.load_bundle("public/demo/0x00000000_0xffffffff")
+            .await
+            .unwrap();
+        let rates = Rates {
+            rate_in: 1000.0,
+            rate_out: 3000.0,
+            tp_in: 1000.0 * 2048.0,
+            tp_out: 3000.0 * 2048.0,
+        };
+        let busy = host.resource_usage().unwrap();
+        assert_eq!(busy, model.usage(&capacity, &rates, 0.0, 0.0));
+        // 0.5 cores + 4000 msg/s × 20 µs + 8000 KiB/s × 20 µs = 0.74 cores.
+        assert!((busy.cpu.usage - 74.0).abs() < 1e-9, "{busy:?}");
+        assert_eq!(busy.bandwidth_out.limit, 1e6);
     }
 
     #[test]
