@@ -62,7 +62,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::leader::Leader;
-use super::metrics::{Metrics, MoveRecord, Recorder};
+use super::metrics::{Metrics, MoveRecord, Recorder, ReportRecord};
 use super::model::{noise, score, Rates};
 use super::world::{Spike, World, WorldEvent};
 use crate::bundle::{
@@ -142,6 +142,9 @@ pub struct RunResult {
     /// With [`RunOptions::trace`]: every decision and event, `+<minutes> <what>: <reason>` (not serialised).
     #[serde(skip)]
     pub trace: Vec<String>,
+    /// With [`RunOptions::trace`]: every report written, in order (not serialised).
+    #[serde(skip)]
+    pub reports: Vec<ReportRecord>,
 }
 
 /// The settings of a run: `broker.conf` text of the scenario, then of `--config` (its keys win), then the
@@ -345,6 +348,8 @@ struct Sim<'w> {
     /// [`extensible_reporting`].
     extensible_reports: bool,
     trace: Option<Vec<String>>,
+    /// With a trace: every report written.
+    reports: Vec<ReportRecord>,
     now: i64,
 }
 
@@ -480,6 +485,7 @@ impl<'w> Sim<'w> {
             series,
             chart_ms: options.chart_interval_ms.max(SAMPLE_MS),
             trace: options.trace.then(Vec::new),
+            reports: Vec::new(),
             now: 0,
         }
     }
@@ -826,10 +832,16 @@ impl<'w> Sim<'w> {
         let report = br.local.clone();
         br.local.clean_deltas();
         br.owners_changed = false;
-        br.last = Some(Written {
-            figures: ReportFigures::of(&report, &self.settings),
-            at: t,
-        });
+        let figures = ReportFigures::of(&report, &self.settings);
+        br.last = Some(Written { figures, at: t });
+        if self.trace.is_some() {
+            self.reports.push(ReportRecord {
+                at_ms: t,
+                broker: self.world.brokers[b].id.clone(),
+                usage: host,
+                figures,
+            });
+        }
         self.recorder.counts.reports_written += 1;
         if !br.registered {
             return;
@@ -1179,10 +1191,7 @@ impl<'w> Sim<'w> {
         self.recorder.sample(t, &scores);
     }
 
-    fn run(
-        mut self,
-        progress: Option<&AtomicI64>,
-    ) -> (Metrics, Series, Vec<MoveRecord>, Vec<String>) {
+    fn run(mut self, progress: Option<&AtomicI64>) -> Outcome {
         for (i, b) in self.world.bundles.iter().enumerate() {
             if let Some(o) = b.owner {
                 self.own(i, o);
@@ -1256,20 +1265,36 @@ impl<'w> Sim<'w> {
             .iter()
             .map(|m| m.at_ms as f64 / 60_000.0)
             .collect();
-        (
+        Outcome {
             metrics,
-            self.series,
-            self.recorder.moves,
-            self.trace.unwrap_or_default(),
-        )
+            series: self.series,
+            moves: self.recorder.moves,
+            trace: self.trace.unwrap_or_default(),
+            reports: self.reports,
+        }
     }
+}
+
+/// What [`Sim::run`] hands back.
+struct Outcome {
+    metrics: Metrics,
+    series: Series,
+    moves: Vec<MoveRecord>,
+    trace: Vec<String>,
+    reports: Vec<ReportRecord>,
 }
 
 /// Runs one world with one strategy pair; `progress` (if given) receives the simulated ms reached.
 pub fn run(world: &World, options: &RunOptions, progress: Option<&AtomicI64>) -> RunResult {
     let started = Instant::now();
     let sim = Sim::new(world, options);
-    let (metrics, series, moves, trace) = sim.run(progress);
+    let Outcome {
+        metrics,
+        series,
+        moves,
+        trace,
+        reports,
+    } = sim.run(progress);
     let wall = started.elapsed().as_secs_f64();
     let interval = ms(intervals::shedding(&options.settings)) as f64;
     RunResult {
@@ -1295,5 +1320,6 @@ pub fn run(world: &World, options: &RunOptions, progress: Option<&AtomicI64>) ->
         series,
         moves,
         trace,
+        reports,
     }
 }

@@ -87,6 +87,19 @@ pub struct MoveRecord {
     pub to: String,
 }
 
+/// A report a broker wrote (kept with [`super::RunOptions::trace`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportRecord {
+    /// When it was written, ms after the start.
+    pub at_ms: i64,
+    /// The broker.
+    pub broker: String,
+    /// The host usage it carries.
+    pub usage: crate::model::SystemResourceUsage,
+    /// Its totals, bundle count and `W`, as the update rule compares them.
+    pub figures: crate::runtime::reporter::ReportFigures,
+}
+
 /// Counts ping-pong moves in a trace sorted by time: a move of bundle X to broker B at `t` counts when a move
 /// of X off B happened in `[t − 1 h, t)`.
 pub fn count_ping_pong(trace: &[MoveRecord]) -> u64 {
