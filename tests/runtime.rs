@@ -1,6 +1,7 @@
 //! The runtime in one process on the in-memory store (each agent its own session on shared data), under paused
 //! tokio time: registration and reports, lookups and the hand-over, flushes, orphans, leader failover, manual
-//! operations, splits, the shedding switch, malformed reports, session loss and AvgShedder rebalancing.
+//! operations, splits, the shedding switch, malformed reports, session loss, AvgShedder rebalancing and the
+//! reports of extensible reporting.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -8,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use loadmgr::config::Settings;
+use loadmgr::config::{Settings, ShedderKind};
 use loadmgr::model::{BundleData, LocalBrokerData, NamespaceEphemeralData, TimeAverageBrokerData};
 use loadmgr::paths;
 use loadmgr::runtime::admin;
@@ -1036,4 +1037,130 @@ async fn an_agent_without_traffic_reports_the_machine() {
         .await
         .unwrap());
     assert!(!store.exists(paths::LEADER).await.unwrap());
+}
+
+/// Extensible reporting (TransferShedder configured): a broker whose load moves by less than
+/// `loadBalancerReportUpdateThresholdPercentage` when it loses a bundle still rewrites its report at its next
+/// check (its bundle set changed), and again at its first check `loadBalanceSheddingDelayInSeconds` after the
+/// loss. With the modular manager's AvgShedder (the control) it writes neither.
+#[tokio::test(start_paused = true)]
+async fn extensible_reporting_writes_after_a_loss_and_after_the_shedding_delay() {
+    for extensible in [false, true] {
+        let name = store_name();
+        let mut s = settings();
+        s.load_balancer_shedding_enabled = false;
+        s.loadmgr_report_update_max_interval_millis = 600_000;
+        s.load_balance_shedding_delay_in_seconds = 1;
+        if extensible {
+            s.load_balancer_load_shedding_strategy = ShedderKind::TransferShedder;
+            s.load_balancer_load_placement_strategy =
+                ShedderKind::TransferShedder.default_placement();
+        }
+        // 96 topics over 16 bundles: every bundle has some, none much traffic.
+        let p = SyntheticProfile::from_json(
+            &format!(
+                r#"{{"cores": 1, "cpuBasePercent": 5, "cpuPercentPer1000Msgs": 12,
+                    "topics": [{{"name": "persistent://{NS}/t-{{0..95}}", "msgRateIn": 20, "msgRateOut": 20}}]}}"#
+            ),
+            "test",
+        )
+        .unwrap();
+        let a = start(&name, 8081, &s, &p).await;
+        let store = session(&name).0;
+        admin::create_namespace(&store, NS, 16, None).await.unwrap();
+        look_up_all(&a).await;
+        let b = start(&name, 8082, &s, &p).await;
+        let report = |id: String| {
+            let store = store.clone();
+            async move {
+                store
+                    .get_json::<LocalBrokerData>(&paths::broker(&id))
+                    .await
+                    .unwrap()
+                    .unwrap()
+            }
+        };
+        let owned = a.host.served();
+        assert!(
+            owned.len() > 10,
+            "one bundle is less than 10 % of them: {owned:?}"
+        );
+        eventually("a reports its bundles", Duration::from_secs(5), || async {
+            report(a.id.clone()).await.0.bundles == owned
+        })
+        .await;
+        // The bundle with the least traffic: a's msg rate, throughput and W move by less than 10 %.
+        let (bundle, stats) = a
+            .host
+            .bundle_stats()
+            .into_iter()
+            .min_by(|x, y| {
+                (x.1.msg_rate_in + x.1.msg_rate_out)
+                    .total_cmp(&(y.1.msg_rate_in + y.1.msg_rate_out))
+            })
+            .unwrap();
+        let total: f64 = a
+            .host
+            .bundle_stats()
+            .values()
+            .map(|s| s.msg_rate_in + s.msg_rate_out)
+            .sum();
+        assert!((stats.msg_rate_in + stats.msg_rate_out) / total < 0.08);
+        let (before, stat) = report(a.id.clone()).await;
+        let range = bundle.rsplit('/').next().unwrap().to_owned();
+        admin::unload(
+            &store,
+            NS,
+            Some(&range),
+            Some(&b.id),
+            "test",
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        assert!(!a.host.served().contains(&bundle));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (after_loss, loss_stat) = report(a.id.clone()).await;
+        if !extensible {
+            assert_eq!(
+                loss_stat.version, stat.version,
+                "no write below the threshold"
+            );
+            assert!(after_loss.bundles.contains(&bundle), "the stale report");
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            assert_eq!(report(a.id.clone()).await.1.version, stat.version);
+        } else {
+            assert_eq!(
+                loss_stat.version,
+                stat.version + 1,
+                "one write at the next check"
+            );
+            assert!(!after_loss.bundles.contains(&bundle));
+            assert_eq!(
+                after_loss.last_bundle_losses,
+                BTreeSet::from([bundle.clone()])
+            );
+            assert!(after_loss.last_update - before.last_update < 2_000);
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            let (follow_up, follow_stat) = report(a.id.clone()).await;
+            assert_eq!(
+                follow_stat.version,
+                stat.version + 2,
+                "one more write after the delay"
+            );
+            // The loss was at most one check (100 ms) before the first write; the follow-up is the first check
+            // at least 1 s after the loss.
+            let gap = follow_up.last_update - after_loss.last_update;
+            assert!((900..=1_100).contains(&gap), "{gap} ms");
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            assert_eq!(
+                report(a.id.clone()).await.1.version,
+                follow_stat.version,
+                "once"
+            );
+        }
+        for n in [b, a] {
+            n.agent.unwrap().shutdown().await.unwrap();
+        }
+    }
 }

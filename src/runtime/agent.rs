@@ -2,7 +2,7 @@
 //! addressed to this broker, and the leader task while this broker leads.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,7 +15,9 @@ use super::host_usage::LinuxHostUsage;
 use super::identity::BrokerIdentity;
 use super::ownership::{OwnershipCommand, OwnershipTask};
 use super::records::{AdminRequest, RequestOp, RequestResponse};
-use super::reporter::{report_check_phase_ms, report_update_reason};
+use super::reporter::{
+    extensible_reporting, forced_report_reason, report_check_phase_ms, report_update_reason,
+};
 use super::requests::{self, LookupResult};
 use super::{intervals, RuntimeError};
 use crate::bundle::{
@@ -68,6 +70,9 @@ pub(crate) struct AgentShared {
     /// Bundles the host was told to serve.
     pub(crate) served: Mutex<BTreeSet<String>>,
     pub(crate) metrics: AgentMetrics,
+    /// When this broker last stopped serving a bundle (released or lost it), epoch ms; `i64::MIN` when
+    /// never. Extensible reporting writes a report `loadBalanceSheddingDelayInSeconds` after it.
+    last_loss_ms: AtomicI64,
     stopping: AtomicBool,
 }
 
@@ -82,6 +87,15 @@ impl AgentShared {
 
     pub(crate) fn now_ms(&self) -> i64 {
         self.clock.now_ms()
+    }
+
+    /// Notes that this broker stopped serving a bundle now.
+    pub(crate) fn note_bundle_lost(&self) {
+        self.last_loss_ms.store(self.now_ms(), Ordering::SeqCst);
+    }
+
+    fn last_loss_ms(&self) -> Option<i64> {
+        Some(self.last_loss_ms.load(Ordering::SeqCst)).filter(|t| *t != i64::MIN)
     }
 }
 
@@ -155,6 +169,7 @@ impl BrokerAgent {
             owned: Mutex::new(BTreeSet::new()),
             served: Mutex::new(BTreeSet::new()),
             metrics: AgentMetrics::default(),
+            last_loss_ms: AtomicI64::new(i64::MIN),
             stopping: AtomicBool::new(false),
         });
         let (stop, stop_rx) = watch::channel(false);
@@ -424,8 +439,11 @@ impl HostUsage {
 /// The report task. The first report was written at registration (`registered_at`); the first check comes
 /// [`report_check_phase_ms`] later (a phase from the seed and the broker id), then one every
 /// `loadBalancerReportUpdateMinIntervalMillis`, on deadlines (no drift). Each check refreshes the report and
-/// writes it when due (§6.1, [`report_update_reason`]) — never while disconnected. Re-registers when the
-/// registration was lost. Releases the registration when told to stop.
+/// writes it when due (§6.1, [`report_update_reason`]) or, with [`extensible_reporting`], when
+/// [`forced_report_reason`] says so (its bundles changed since the last write; or
+/// `loadBalanceSheddingDelayInSeconds` passed since it last lost a bundle and nothing was written since) —
+/// never while disconnected. Re-registers when the registration was lost. Releases the registration when told
+/// to stop.
 async fn report_loop(
     sh: Arc<AgentShared>,
     mut lock: ResourceLock<LocalBrokerData>,
@@ -482,7 +500,24 @@ async fn report_loop(
             now,
             intervals::report_max(&settings).as_millis() as i64,
             &settings,
-        );
+        )
+        .or_else(|| {
+            if !extensible_reporting(&settings) {
+                return None;
+            }
+            let bundles_changed =
+                !report.last_bundle_gains.is_empty() || !report.last_bundle_losses.is_empty();
+            forced_report_reason(
+                bundles_changed,
+                sh.last_loss_ms(),
+                written.last_update,
+                now,
+                settings
+                    .load_balance_shedding_delay_in_seconds
+                    .saturating_mul(1000),
+            )
+            .map(|why| format!("forced: {why}"))
+        });
         let Some(why) = due_now else {
             sh.metrics.reports_skipped.fetch_add(1, Ordering::Relaxed);
             continue;

@@ -175,6 +175,7 @@ impl AgentShared {
         };
         self.host_unload(bundle).await;
         self.served.lock().unwrap().remove(bundle);
+        self.note_bundle_lost();
         match self.store.delete(&path, Some(version)).await {
             Ok(()) | Err(Error::NotFound { .. }) => {}
             Err(Error::BadVersion { .. }) => {
@@ -222,6 +223,7 @@ impl AgentShared {
         if was {
             tracing::warn!(bundle, broker = %self.broker_id, "stopped serving: {why}");
             self.host_unload(bundle).await;
+            self.note_bundle_lost();
         }
     }
 

@@ -249,7 +249,7 @@ pub fn report_check_phase_ms(seed: u64, broker_id: &str, period_ms: i64) -> i64 
 mod tests {
     use super::*;
     use crate::model::{NamespaceBundleStats, ResourceUsage, SystemResourceUsage};
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
 
     fn report(rate: f64, bundles: usize, cpu: f64) -> LocalBrokerData {
         let mut r = LocalBrokerData::default();
@@ -330,5 +330,154 @@ mod tests {
         assert!(report_update_reason(&written, &same, 900_001, 900_000, &s)
             .unwrap()
             .contains("since the last write"));
+    }
+
+    #[test]
+    fn forced_writes_of_extensible_reporting() {
+        let delay = 180_000;
+        // (1) The bundle set changed since the last write: write at once, whatever the times.
+        assert_eq!(
+            forced_report_reason(true, None, 10_000, 10_001, delay),
+            Some("its bundles changed")
+        );
+        assert_eq!(
+            forced_report_reason(true, Some(9_000), 10_000, 10_001, delay),
+            Some("its bundles changed")
+        );
+        // Nothing changed and no bundle ever lost: nothing forced.
+        assert_eq!(forced_report_reason(false, None, 0, 1_000_000, delay), None);
+        // (2) Lost a bundle at 100 s, wrote at 103 s (rule 1): the first check at or after 280 s writes...
+        let lost = Some(100_000);
+        assert_eq!(
+            forced_report_reason(false, lost, 103_000, 279_999, delay),
+            None
+        );
+        let why = forced_report_reason(false, lost, 103_000, 280_000, delay);
+        assert_eq!(
+            why,
+            Some("loadBalanceSheddingDelayInSeconds after it last lost a bundle")
+        );
+        assert_eq!(
+            forced_report_reason(false, lost, 103_000, 290_000, delay),
+            why,
+            "a later first check"
+        );
+        // ...once: a write at or after 280 s (forced or not) satisfies it.
+        assert_eq!(
+            forced_report_reason(false, lost, 280_000, 285_000, delay),
+            None
+        );
+        assert_eq!(
+            forced_report_reason(false, lost, 284_000, 900_000, delay),
+            None
+        );
+        // A later loss starts a new delay.
+        assert_eq!(
+            forced_report_reason(false, Some(200_000), 284_000, 379_999, delay),
+            None
+        );
+        assert!(forced_report_reason(false, Some(200_000), 284_000, 380_000, delay).is_some());
+        // A delay of 0: the first check after the loss, unless the broker wrote at that very instant.
+        assert!(forced_report_reason(false, lost, 99_000, 100_000, 0).is_some());
+        assert_eq!(forced_report_reason(false, lost, 100_000, 105_000, 0), None);
+    }
+
+    #[test]
+    fn extensible_reporting_follows_the_configured_manager_or_shedder() {
+        let mut s = Settings::default();
+        assert!(
+            !extensible_reporting(&s),
+            "AvgShedder on the modular manager"
+        );
+        s.load_balancer_load_shedding_strategy = ShedderKind::TransferShedder;
+        assert!(extensible_reporting(&s));
+        let mut s = Settings::default();
+        s.load_manager_class_name = LoadManagerKind::Extensible;
+        assert!(extensible_reporting(&s));
+    }
+
+    #[test]
+    fn update_trigger_compares_figures() {
+        let written = ReportFigures {
+            msg_rate: 1000.0,
+            throughput: 1e6,
+            bundles: 10,
+            weighted_usage: 0.30,
+        };
+        let same = update_trigger(&written, &written, 60_000, 900_000, 10.0);
+        assert_eq!(same, None);
+        assert_eq!(
+            update_trigger(&written, &written, 900_001, 900_000, 10.0),
+            Some(UpdateTrigger::MaxInterval {
+                since_ms: 900_001,
+                max_interval_ms: 900_000
+            })
+        );
+        // One bundle of ten: 10 % is not above 10 %; of nine it is.
+        let nine = ReportFigures {
+            bundles: 9,
+            ..written
+        };
+        assert_eq!(update_trigger(&written, &nine, 1, 900_000, 10.0), None);
+        let eight = ReportFigures {
+            bundles: 8,
+            ..written
+        };
+        let t = update_trigger(&nine, &eight, 1, 900_000, 10.0).unwrap();
+        assert!(
+            t.to_string().starts_with("bundle count changed 11.1 %"),
+            "{t}"
+        );
+        // W moves by 12 points.
+        let hotter = ReportFigures {
+            weighted_usage: 0.42,
+            ..written
+        };
+        let t = update_trigger(&written, &hotter, 1, 900_000, 10.0).unwrap();
+        assert!(
+            matches!(t, UpdateTrigger::Change { what: "weighted usage", change, .. } if (change - 12.0).abs() < 1e-9),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn weighted_usage_of_a_host_is_that_of_its_report() {
+        let mut s = Settings::default();
+        s.load_balancer_memory_resource_weight = 5.0;
+        let usage = SystemResourceUsage {
+            cpu: ResourceUsage::new(123.4, 800.0),
+            memory: ResourceUsage::new(3000.0, 4096.0),
+            bandwidth_out: ResourceUsage::new(1.0 / 3.0, 1.0),
+            ..Default::default()
+        };
+        let mut r = report(0.0, 0, 0.0);
+        r.update(&usage, BTreeMap::new());
+        assert_eq!(
+            weighted_usage(&usage, &s).to_bits(),
+            weighted_usage4(&r, &s).to_bits()
+        );
+        // Heap memory carries no weight in W.
+        assert_eq!(
+            ReportFigures::of(&r, &s).weighted_usage,
+            usage.bandwidth_out.percent_usage() as f64 / 100.0
+        );
+    }
+
+    #[test]
+    fn report_check_phases_are_seeded_and_inside_the_period() {
+        let phase = |seed, id: &str| report_check_phase_ms(seed, id, 5_000);
+        assert_eq!(phase(7, "b-1:8080"), phase(7, "b-1:8080"));
+        let phases: BTreeSet<i64> = (0..200).map(|i| phase(7, &format!("b-{i}:8080"))).collect();
+        assert!(
+            phases.len() > 150,
+            "spread over the period: {}",
+            phases.len()
+        );
+        assert!(phases.iter().all(|p| (1..5_000).contains(p)), "{phases:?}");
+        let seeds: BTreeSet<i64> = (0..50).map(|seed| phase(seed, "b-1:8080")).collect();
+        assert!(seeds.len() > 40, "the seed moves the phase");
+        for period in [1, 2, 3] {
+            assert!((1..period.max(2)).contains(&report_check_phase_ms(1, "b", period)));
+        }
     }
 }
