@@ -10,8 +10,11 @@
 //! * **registration and reports** — a [`ResourceLock`](crate::coordination::ResourceLock) holding the
 //!   `LocalBrokerData` at `/loadbalance/brokers/<host:port>` (with `loadManagerClassName`, so Pulsar 3.0+
 //!   leaders accept it), re-acquired if lost; a zero `TimeAverageBrokerData` written if none exists; every
-//!   `loadBalancerReportUpdateMinIntervalMillis` the host's bundle stats and usage are folded in and the report
-//!   is written when [`reporter::report_update_reason`] says so (§6.1), never while disconnected;
+//!   `loadBalancerReportUpdateMinIntervalMillis` (from a phase seeded by the seed and the broker id,
+//!   [`reporter::report_check_phase_ms`]) the host's bundle stats and usage are folded in and the report is
+//!   written when [`reporter::report_update_reason`] says so (§6.1) — and, when the extensible load manager or
+//!   TransferShedder is configured, also when [`reporter::forced_report_reason`] does (the bundle set changed;
+//!   `loadBalanceSheddingDelayInSeconds` after the last loss) — never while disconnected;
 //! * **host usage** — the host's own figures, or [`host_usage::LinuxHostUsage`] sampled every
 //!   `loadBalancerHostUsageCheckIntervalMinutes`;
 //! * **ownership** — acquires and releases bundles as the assignment records say (below);
@@ -102,8 +105,28 @@
 //! # Time and randomness
 //!
 //! Timers and [`Clock`] run on tokio time, so agents on a shared `memory:NAME` store run under
-//! `tokio::time::pause()` (the tests do). The leader's random choices come from a `StdRng` seeded with
-//! [`AgentOptions::seed`] or `loadmgrRandomSeed` (default 0): the same seed and inputs give the same decisions.
+//! `tokio::time::pause()` (the tests do). Randomness is the simulator's: with the seed [`AgentOptions::seed`] or
+//! `loadmgrRandomSeed` (default 0), the k-th shedding tick of a leader's term (deferred ones included) draws from
+//! `stream_rng(seed, Shedding, k)` and its n-th placement from `stream_rng(seed, Assignment, n)`
+//! ([`crate::sim::model::stream_rng`]); report checks start at a phase drawn from the seed and the broker id.
+//! The same seed and inputs give the same decisions. At one instant the leader handles notifications (reports
+//! first) before the flush, and the flush before the shedding tick — never in a random order.
+//!
+//! # Consistency with the simulator
+//!
+//! `tests/consistency.rs` runs one small scenario through the simulator and through three agents on a shared
+//! in-memory store under paused time (synthetic hosts with the simulator's cost model, `costModel`), and
+//! asserts the same written reports at the same instants, the same shedding moves in the same cycles and the
+//! same final owners, for every shedding strategy. What makes that hold is shared code, not copies — the report
+//! rules, check phase and extensible forced writes ([`reporter`]), the periods ([`intervals`]), the cost model
+//! ([`synthetic`]), the random streams and the order of same-instant work (above) — and the sequence the
+//! simulator's leader documents ([`crate::sim::leader`], "Consistency with the runtime", which also lists where
+//! the two still differ: cycles deferred until the last moves are reported (below), preallocation of moved
+//! bundles, stream counters across a leadership change, the flush's contents, split-check timing, lookups).
+//! The test fails when the runtime decides with
+//! another strategy, seed, stream derivation or grace period, aggregates a report twice, checks or sheds at
+//! other instants, reports other figures or completes moves at other times than the simulator — or when one
+//! of the two changes such a rule alone.
 //!
 //! # Periods in tests
 //!

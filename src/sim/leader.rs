@@ -32,14 +32,46 @@
 //! averages), an empty recently-unloaded map and no preallocations ([`LoadData::clear_preallocations`]) — all
 //! leader-only memory in Pulsar. Its cycles start one interval after the election.
 //!
-//! # Consistency with the runtime (test to come with issue 5)
+//! # Consistency with the runtime (`tests/consistency.rs`)
 //!
-//! On a small scenario, the simulator and the runtime (broker agents on a shared in-memory store under paused
-//! tokio time, fed the same traffic) must produce the same list of `(virtual time, bundle, from, to)`
-//! shedding moves, the same splits and the same final owner of every bundle. For that the runtime has to keep
-//! this sequence: first report written at start and then checks at the same seeded phase and period; one
-//! [`Leader::on_report`] per written report, in notification order; cycles at election + k × interval; the
-//! same random streams; unloads applied at decision time and owned by the destination after the same delay.
+//! On one small scenario (three equal brokers, 16 bundles of fixed traffic all on the first, 25.5 virtual
+//! minutes), the simulator and three real broker agents on a shared in-memory store under paused tokio time,
+//! with synthetic hosts, write **the same reports at the same instants** (host usage bit for bit, msg rate,
+//! throughput, bundle count, `W`) and make **the same shedding moves** (decision instant — hence cycle —,
+//! bundle, source, destination, in order), and end with the same owners, for every shedding strategy. The two
+//! are held together by shared code, not by copies:
+//!
+//! * **Reports** — [`crate::runtime::reporter`]: the update rule ([`update_trigger`] over [`ReportFigures`],
+//!   `W` by [`weighted_usage`]), extensible reporting ([`forced_report_reason`]) and the check phase
+//!   ([`report_check_phase_ms`]: first report at start, first check a phase seeded by the seed and the broker id
+//!   later, then every period).
+//! * **Periods** — [`crate::runtime::intervals`] (with the `loadmgr*Millis` overrides) in both.
+//! * **Cost model** — the synthetic host's `costModel` calls [`super::model::CostModel::usage`]; no noise
+//!   (`noisePoints` 0 in the scenario), and host usage sampled at every check (the host reports its current
+//!   usage).
+//! * **Randomness** — the runtime's leader draws its k-th shedding tick of a term from
+//!   `stream_rng(seed, Stream::Shedding, k)` and its n-th placement from `stream_rng(seed, Stream::Assignment,
+//!   n)`, as this leader.
+//! * **Sequence** — one aggregation per written report in notification order (the runtime applies a report
+//!   version once); cycles at election + k × interval; at one instant, reports before the flush, the flush
+//!   before the shedding tick (the runtime's select is biased that way); unloads at decision time (the grace
+//!   period starts then), the destination serving the bundle `moveSeconds` later (the host's `loadDelayMs`).
+//!
+//! **What a failure means.** The comparison fails when the runtime decides with another strategy, seed, stream
+//! derivation or grace period, aggregates a report twice or not at all, runs its cycles or report checks at
+//! other instants, reports other figures (cost model, update rule, forced writes), or completes moves at other
+//! times — and when this module or the engine changes in one of those ways without the runtime. The test's own
+//! sensitivity check shows that its scenario tells those apart (another shedder, another seed, no grace
+//! period each give other reports or moves).
+//!
+//! **Where they still differ**, and the scenario therefore avoids: the runtime defers a shedding cycle while a
+//! move is in flight or not yet visible in the reports (this leader does not; in the scenario every move is
+//! reported before the next cycle); it preallocates a moved bundle to its destination (no placement here reads
+//! it before the destination reports it); a new runtime leader restarts its stream counters at 0 (these continue
+//! across leadership changes; the scenario has one leader); its flush writes other bundle data to the store
+//! (only seeds of bundles seen anew read it); it checks splits after each cycle instead of after report arrivals
+//! (no bundle qualifies); and it places bundles at lookups, which the simulator does not model (the scenario
+//! starts with owners).
 //!
 //! # Time and randomness
 //!
@@ -60,6 +92,10 @@ use crate::core::{
     Strategies,
 };
 use crate::model::{BundleData, LocalBrokerData};
+#[cfg(doc)]
+use crate::runtime::reporter::{
+    forced_report_reason, report_check_phase_ms, update_trigger, weighted_usage, ReportFigures,
+};
 
 /// What a flush wrote.
 #[derive(Debug, Clone, PartialEq, Default)]
