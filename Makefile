@@ -8,7 +8,7 @@ CARGO ?= cargo
 test: deps
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
-	$(CARGO) test --benches --no-fail-fast
+	$(CARGO) test --bench '*' --no-fail-fast
 	$(CARGO) test --no-fail-fast
 
 ## Debian packages the tests need (protoc, ZooKeeper, etcd); installs them as root, else prints the command.
