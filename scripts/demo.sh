@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q --bin loadmgr
-start=$(date +%s.%N)
+start=$(date +%s%N)
 target/debug/loadmgr simulate --report target/loadmgr-report
-end=$(date +%s.%N)
-printf '\nReport: %s/target/loadmgr-report/index.html (simulation took %.1f s)\n' "$PWD" "$(echo "$end - $start" | bc)"
+end=$(date +%s%N)
+ms=$(( (end - start) / 1000000 ))
+printf '\nReport: %s/target/loadmgr-report/index.html (simulation took %d.%01d s)\n' "$PWD" $((ms / 1000)) $(((ms % 1000) / 100))
