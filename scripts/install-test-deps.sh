@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Makes sure the programs the test suite needs are installed: protoc (the etcd client's build), ZooKeeper 3.8
+# Makes sure the programs the test suite needs are installed: protoc and its well-known .proto files
+# (libprotobuf-dev: only recommended by protobuf-compiler, so --no-install-recommends leaves them out, and the
+# etcd client's build needs google/protobuf/descriptor.proto), ZooKeeper 3.8
 # and etcd 3.4 servers and their command-line clients, and openssl (TLS test certificates), all from Debian
 # packages. As root, missing packages are installed with apt-get; otherwise the script stops with the exact
 # command to run.
@@ -7,6 +9,7 @@ set -euo pipefail
 
 declare -A need=(
   [protobuf-compiler]=/usr/bin/protoc
+  [libprotobuf-dev]=/usr/include/google/protobuf/descriptor.proto
   [zookeeper]=/usr/share/zookeeper/bin/zkServer.sh
   [etcd-server]=/usr/bin/etcd
   [etcd-client]=/usr/bin/etcdctl
@@ -14,8 +17,8 @@ declare -A need=(
 )
 
 missing=()
-for pkg in protobuf-compiler zookeeper etcd-server etcd-client openssl; do
-  [ -x "${need[$pkg]}" ] || missing+=("$pkg")
+for pkg in protobuf-compiler libprotobuf-dev zookeeper etcd-server etcd-client openssl; do
+  [ -e "${need[$pkg]}" ] || missing+=("$pkg")
 done
 if ! command -v java >/dev/null 2>&1 && [[ ! " ${missing[*]} " == *" zookeeper "* ]]; then
   missing+=(default-jre-headless)
@@ -39,6 +42,6 @@ apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 for pkg in "${missing[@]}"; do
   case "$pkg" in
     default-jre-headless) command -v java >/dev/null ;;
-    *) [ -x "${need[$pkg]}" ] ;;
+    *) [ -e "${need[$pkg]}" ] ;;
   esac || { echo "installing $pkg did not provide what the tests need" >&2; exit 1; }
 done
