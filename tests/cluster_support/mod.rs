@@ -324,6 +324,23 @@ impl Cluster {
             .map(|(r, _)| r)
     }
 
+    /// Bundles of the namespace whose assignment record is still `Assigning`.
+    pub async fn records_in_flight(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let parent = paths::assignment(NS);
+        for range in self.store.get_children(&parent).await.unwrap_or_default() {
+            let b = format!("{NS}/{range}");
+            if self
+                .record(&b)
+                .await
+                .is_some_and(|r| r.state == AssignmentState::Assigning)
+            {
+                out.push(b);
+            }
+        }
+        out
+    }
+
     pub async fn report(&self, broker: &str) -> Option<LocalBrokerData> {
         self.store
             .get_json::<LocalBrokerData>(&paths::broker(broker))
@@ -767,6 +784,16 @@ pub async fn scenario(url: &str, read_tool: ToolRead, write_tool: ToolWrite) {
     .await;
 
     // SIGKILL a non-leader: once its session expires, its bundles are owned by the others within 2 s.
+    // Shedding is switched off first (as an operator would, through the dynamic configuration) and the
+    // cluster left to settle, so that the victim's bundles are the ones it owns at the kill: a shedding
+    // move that started just before the kill would otherwise legitimately carry one of them away.
+    c.admin_ok(&["shedding", "disable"]).await;
+    // The leader sees the switch through a watch; a cycle already running may still start a move.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    eventually("no move in flight", Duration::from_secs(20), || async {
+        c.records_in_flight().await.is_empty()
+    })
+    .await;
     let current = c.leader().await.unwrap();
     let owned = c.owners().await;
     let victim = ids
