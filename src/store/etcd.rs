@@ -34,9 +34,14 @@
 //! did not reach a server are retried within the operation timeout; writes that may have been applied are
 //! reported as [`Error::ConnectionLost`].
 //!
-//! Session events: a failed keep-alive is `ConnectionLost`; a renewal after it is `Reconnected`; no renewal
-//! for 5/6 of the TTL, or the server saying the lease is gone, is `SessionLost`; the store then grants a
-//! new lease, re-creates its ephemerals on it and emits `SessionReestablished`.
+//! Session events: a failed keep-alive is `ConnectionLost`; a renewal after it is `Reconnected`; the server
+//! saying the lease is gone, or 5/6 of the TTL passing since the last renewal the server acknowledged, is
+//! `SessionLost`; the store then grants a new lease, re-creates its ephemerals on it and emits
+//! `SessionReestablished`. The 5/6 are counted by a timer of their own from the moment the acknowledged
+//! keep-alive request was *sent* (the server renewed the lease after that, so it cannot expire it before
+//! that moment + TTL), whatever the keep-alive stream or an endpoint switch is doing at the time: a broker
+//! cut off from etcd hears `SessionLost` at least TTL/6 before the server can hand its ephemerals to someone
+//! else (a partitioned broker stops serving its bundles in that margin).
 //!
 //! # Pitfalls handled
 //!
@@ -82,6 +87,8 @@ pub struct EtcdStore {
 #[derive(Clone)]
 struct Conn {
     index: usize,
+    /// Counts the connections made; a failure on an older one does not move the store again.
+    dial: u64,
     client: etcd::Client,
 }
 
@@ -230,10 +237,16 @@ impl Inner {
             .min(self.options.operation_timeout)
     }
 
-    /// Moves to the endpoint after `from` (unless someone already moved).
-    async fn rotate(&self, from: usize) {
+    /// Moves to the endpoint after `from` (unless someone already moved). With a single endpoint it dials
+    /// that one again: a connection whose peer vanished in a partition is not noticed by HTTP/2 before its
+    /// keepalive gives up (15 s), while a fresh one works as soon as the network does.
+    async fn rotate(&self, failed: u64) {
         let _guard = self.rotate_lock.lock().await;
-        if self.conn.lock().unwrap().index != from || self.endpoints.len() < 2 {
+        let (from, dial) = {
+            let conn = self.conn.lock().unwrap();
+            (conn.index, conn.dial)
+        };
+        if dial != failed {
             return;
         }
         let next = (from + 1) % self.endpoints.len();
@@ -242,6 +255,7 @@ impl Inner {
                 tracing::info!(from = %self.endpoints[from], to = %self.endpoints[next], "etcd: switching endpoint");
                 *self.conn.lock().unwrap() = Conn {
                     index: next,
+                    dial: dial + 1,
                     client,
                 };
             }
@@ -251,6 +265,7 @@ impl Inner {
                 let client = self.conn.lock().unwrap().client.clone();
                 *self.conn.lock().unwrap() = Conn {
                     index: next,
+                    dial: dial + 1,
                     client,
                 };
             }
@@ -287,7 +302,7 @@ impl Inner {
                         Failure::NotSent(reason) => reason,
                         Failure::Ambiguous(reason) if idempotent => reason,
                         Failure::Ambiguous(reason) => {
-                            self.rotate(conn.index).await;
+                            self.rotate(conn.dial).await;
                             return Err(Error::ConnectionLost {
                                 address: self.endpoints[conn.index].clone(),
                                 operation: what,
@@ -297,14 +312,14 @@ impl Inner {
                     },
                     Err(_) if idempotent => "no answer".to_string(),
                     Err(_) => {
-                        self.rotate(conn.index).await;
+                        self.rotate(conn.dial).await;
                         return Err(Error::Timeout {
                             operation: what,
                             after: start.elapsed(),
                         });
                     }
                 };
-            self.rotate(conn.index).await;
+            self.rotate(conn.dial).await;
             if Instant::now() + pause >= deadline {
                 return Err(Error::Unavailable {
                     address: self.address(),
@@ -1217,6 +1232,7 @@ impl EtcdStore {
             options,
             conn: Mutex::new(Conn {
                 index: index % endpoints.len(),
+                dial: 0,
                 client,
             }),
             rotate_lock: tokio::sync::Mutex::new(()),
@@ -1250,9 +1266,15 @@ impl EtcdStore {
     }
 }
 
+/// How long after the send time of the last acknowledged renewal the session counts as lost.
+fn lost_after(ttl: i64) -> Duration {
+    Duration::from_millis(ttl as u64 * 1000 * 5 / 6)
+}
+
 /// Keeps the lease alive, following endpoints; turns failures into session events and re-establishes.
 async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
-    let mut last_ok = Instant::now();
+    // The send time of the last keep-alive request the server answered with a live lease.
+    let renewed = Mutex::new(Instant::now());
     loop {
         let Some(inner) = weak.upgrade() else { return };
         if inner.closed.load(Ordering::SeqCst) {
@@ -1261,9 +1283,43 @@ async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
         let lease = inner.lease.load(Ordering::SeqCst);
         let period = Duration::from_millis((ttl as u64 * 1000 / 3).max(300));
         let Ok(conn) = inner.conn() else { return };
-        let outcome = keep_alive(&inner, conn.clone(), lease, period, &mut last_ok, ttl).await;
+        // One keep-alive stream, and on its failure an endpoint switch and a pause, raced against the
+        // session's deadline.
+        let granted_ttl = ttl;
+        let attempt = async {
+            match keep_alive(&inner, conn.clone(), lease, period, &renewed, granted_ttl).await {
+                KeepAlive::Disconnected(reason) => {
+                    if inner.connected.swap(false, Ordering::SeqCst) {
+                        tracing::warn!(store = %inner.address(), "keep-alive failed: {reason}");
+                        inner.events.send(&SessionEvent::ConnectionLost);
+                    }
+                    inner.rotate(conn.dial).await;
+                    tokio::time::sleep(period / 2).await;
+                    None
+                }
+                other => Some(other),
+            }
+        };
+        tokio::pin!(attempt);
+        let outcome = loop {
+            let deadline = *renewed.lock().unwrap() + lost_after(ttl);
+            tokio::select! {
+                o = &mut attempt => break o,
+                _ = tokio::time::sleep_until(deadline) => {
+                    let since = renewed.lock().unwrap().elapsed();
+                    if since >= lost_after(ttl) {
+                        break Some(KeepAlive::Lost(format!(
+                            "no renewal acknowledged for {since:?} (TTL {ttl} s)"
+                        )));
+                    }
+                }
+            }
+        };
         match outcome {
-            KeepAlive::Lost(reason) => {
+            // A disconnection was handled in the attempt: the next one starts.
+            None | Some(KeepAlive::Disconnected(_)) => continue,
+            Some(KeepAlive::Closed) => return,
+            Some(KeepAlive::Lost(reason)) => {
                 tracing::warn!(store = %inner.address(), "lease lost: {reason}");
                 if inner.connected.swap(false, Ordering::SeqCst) {
                     inner.events.send(&SessionEvent::ConnectionLost);
@@ -1285,30 +1341,20 @@ async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
                         }
                         Err(e) => {
                             tracing::warn!("etcd lease grant failed: {e}");
-                            let index = inner.conn.lock().unwrap().index;
-                            inner.rotate(index).await;
+                            let dial = inner.conn.lock().unwrap().dial;
+                            inner.rotate(dial).await;
                             tokio::time::sleep(Duration::from_millis(500)).await;
                         }
                     }
                 }
+                *renewed.lock().unwrap() = Instant::now();
                 inner.restore_ephemerals(lease).await;
-                last_ok = Instant::now();
                 inner.connected.store(true, Ordering::SeqCst);
                 inner.lost.store(false, Ordering::SeqCst);
                 inner.events.send(&SessionEvent::Reconnected);
                 inner.events.send(&SessionEvent::SessionReestablished);
                 tracing::info!(store = %inner.address(), "etcd session re-established with a new lease");
             }
-            KeepAlive::Disconnected(reason) => {
-                if inner.connected.swap(false, Ordering::SeqCst) {
-                    tracing::warn!(store = %inner.address(), "keep-alive failed: {reason}");
-                    inner.events.send(&SessionEvent::ConnectionLost);
-                }
-                inner.rotate(conn.index).await;
-                drop(inner);
-                tokio::time::sleep(period / 2).await;
-            }
-            KeepAlive::Closed => return,
         }
     }
 }
@@ -1319,38 +1365,40 @@ enum KeepAlive {
     Closed,
 }
 
-/// Runs a keep-alive stream on one connection until it fails.
+/// Runs a keep-alive stream on one connection until it fails. `renewed` is moved to the send time of every
+/// request the server answers with a live lease.
 async fn keep_alive(
     inner: &Inner,
     conn: Conn,
     lease: i64,
     period: Duration,
-    last_ok: &mut Instant,
+    renewed: &Mutex<Instant>,
     ttl: i64,
 ) -> KeepAlive {
-    let lost_after = Duration::from_millis(ttl as u64 * 1000 * 5 / 6);
-    let check_expired = |last_ok: &Instant, reason: String| {
-        if last_ok.elapsed() >= lost_after {
-            KeepAlive::Lost(format!("no renewal for {:?}: {reason}", last_ok.elapsed()))
+    let check_expired = |reason: String| {
+        let since = renewed.lock().unwrap().elapsed();
+        if since >= lost_after(ttl) {
+            KeepAlive::Lost(format!("no renewal acknowledged for {since:?}: {reason}"))
         } else {
             KeepAlive::Disconnected(reason)
         }
     };
     let mut client = conn.client;
+    let sent = Instant::now();
     let opened = tokio::time::timeout(period, client.lease_keep_alive(lease)).await;
     let (mut keeper, mut stream) = match opened {
         Ok(Ok(pair)) => pair,
         Ok(Err(e)) => {
             return match classify(e, "keep-alive", &inner.endpoints[conn.index]) {
                 Failure::Fatal(Error::SessionLost { reason }) => KeepAlive::Lost(reason),
-                Failure::Fatal(e) => check_expired(last_ok, e.to_string()),
-                Failure::NotSent(r) | Failure::Ambiguous(r) => check_expired(last_ok, r),
+                Failure::Fatal(e) => check_expired(e.to_string()),
+                Failure::NotSent(r) | Failure::Ambiguous(r) => check_expired(r),
             }
         }
-        Err(_) => return check_expired(last_ok, "keep-alive stream did not open".into()),
+        Err(_) => return check_expired("keep-alive stream did not open".into()),
     };
-    // Opening the stream renewed the lease once.
-    *last_ok = Instant::now();
+    // Opening the stream sent one keep-alive and waited for an answer with a live lease.
+    *renewed.lock().unwrap() = sent;
     if !inner.connected.swap(true, Ordering::SeqCst) {
         tracing::info!(store = %inner.address(), "keep-alive restored");
         inner.events.send(&SessionEvent::Reconnected);
@@ -1363,19 +1411,20 @@ async fn keep_alive(
         if inner.lease.load(Ordering::SeqCst) != lease {
             return KeepAlive::Disconnected("lease replaced".into());
         }
+        let sent = Instant::now();
         if let Err(e) = keeper.keep_alive().await {
-            return check_expired(last_ok, e.to_string());
+            return check_expired(e.to_string());
         }
         match tokio::time::timeout(period, stream.message()).await {
             Ok(Ok(Some(resp))) if resp.ttl() > 0 => {
-                *last_ok = Instant::now();
+                *renewed.lock().unwrap() = sent;
             }
             Ok(Ok(Some(_))) => {
                 return KeepAlive::Lost("the server reports the lease expired".into())
             }
-            Ok(Ok(None)) => return check_expired(last_ok, "keep-alive stream ended".into()),
-            Ok(Err(e)) => return check_expired(last_ok, e.to_string()),
-            Err(_) => return check_expired(last_ok, "no keep-alive answer".into()),
+            Ok(Ok(None)) => return check_expired("keep-alive stream ended".into()),
+            Ok(Err(e)) => return check_expired(e.to_string()),
+            Err(_) => return check_expired("no keep-alive answer".into()),
         }
     }
 }
@@ -1403,7 +1452,7 @@ async fn watch_loop(weak: Weak<Inner>, mut next: i64) {
             Err(e) => {
                 let Some(inner) = weak.upgrade() else { return };
                 tracing::warn!("etcd watch failed to open: {e}");
-                inner.rotate(conn.index).await;
+                inner.rotate(conn.dial).await;
                 drop(inner);
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(2));
@@ -1459,7 +1508,7 @@ async fn watch_loop(weak: Weak<Inner>, mut next: i64) {
                 }
                 Ok(None) | Err(_) => {
                     tracing::warn!("etcd watch stream broke; resuming from revision {next}");
-                    inner.rotate(conn.index).await;
+                    inner.rotate(conn.dial).await;
                     break;
                 }
             }
