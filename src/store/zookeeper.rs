@@ -19,9 +19,15 @@
 //!
 //! # Sessions
 //!
-//! A supervisor task follows the client's state: `Disconnected` → `ConnectionLost`; still disconnected after
-//! 5/6 of the negotiated session timeout → `SessionLost` (Pulsar's `ZKSessionWatcher` rule; the client itself
-//! declares expiry only after 7/5 of it); `SyncConnected` → `Reconnected` (+ `SessionReestablished` after a
+//! A supervisor task follows the client's state: `Disconnected` → `ConnectionLost`; still disconnected 5/6 of
+//! the negotiated session timeout after the server last answered → `SessionLost`. Pulsar's `ZKSessionWatcher`
+//! counts the 5/6 from the disconnection, but the client notices one only after hearing nothing for 2/5 of
+//! the timeout, so that rule fires at 1.23× the timeout, after the server may have expired the session and
+//! handed its ephemerals to another broker (the client itself declares expiry only after 7/5 of it). The
+//! store therefore probes the server every 1/6 of the timeout while connected (an `exists` of `/`) and counts
+//! from the *send time* of the last answered request: the server heard from the session after that moment,
+//! so it cannot expire it before that moment + the timeout, and a broker cut off from ZooKeeper hears
+//! `SessionLost` at least 1/6 of the timeout before then. `SyncConnected` → `Reconnected` (+ `SessionReestablished` after a
 //! `SessionLost`); `Expired` → a new client (new session, retried with backoff), the recursive watch re-added,
 //! this store's ephemerals re-created with their last values, then `Reconnected`, `SessionReestablished`.
 //!
@@ -132,6 +138,8 @@ struct Inner {
     owned: Mutex<HashMap<String, i64>>,
     /// Every session id this store has had (its old ephemerals may outlive a local expiry for a while).
     sessions: Mutex<Vec<i64>>,
+    /// Send time of the last request the server answered in the current session (see the module docs).
+    answered: Mutex<Instant>,
     connected: AtomicBool,
     lost: AtomicBool,
     closed: AtomicBool,
@@ -707,6 +715,7 @@ impl ZkStore {
             ephemerals: Mutex::new(BTreeMap::new()),
             owned: Mutex::new(HashMap::new()),
             sessions: Mutex::new(Vec::new()),
+            answered: Mutex::new(Instant::now()),
             connected: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -787,13 +796,51 @@ fn install_client(inner: &Arc<Inner>, client: zk::Client) {
     for czxid in inner.owned.lock().unwrap().values_mut() {
         *czxid = -1;
     }
+    // The session was just established or found again: the server answered a moment ago.
+    *inner.answered.lock().unwrap() = Instant::now();
     inner.connected.store(true, Ordering::SeqCst);
     inner.lost.store(false, Ordering::SeqCst);
     let weak = Arc::downgrade(inner);
-    let task = tokio::spawn(supervise(weak, states, timeout, generation));
-    let mut tasks = inner.tasks.lock().unwrap();
-    tasks.retain(|t| !t.is_finished());
-    tasks.push(task);
+    inner.spawn_task(supervise(weak.clone(), states, timeout, generation));
+    inner.spawn_task(probe(weak, timeout, generation));
+}
+
+/// While connected, asks the server something cheap every 1/6 of the session timeout and records the send
+/// time of each answered request in `answered` (see the module docs).
+async fn probe(weak: Weak<Inner>, timeout: Duration, generation: u64) {
+    let every = (timeout / 6).max(Duration::from_millis(50));
+    loop {
+        tokio::time::sleep(every).await;
+        let client = {
+            let Some(inner) = weak.upgrade() else { return };
+            if inner.closed.load(Ordering::SeqCst)
+                || inner.generation.load(Ordering::SeqCst) != generation
+            {
+                return;
+            }
+            if !inner.connected.load(Ordering::SeqCst) {
+                continue;
+            }
+            match inner.client() {
+                Ok(c) => c,
+                Err(_) => return,
+            }
+        };
+        let sent = Instant::now();
+        let answered = matches!(
+            tokio::time::timeout(every, client.check_stat("/")).await,
+            Ok(Ok(_))
+        );
+        // No handle may outlive the request: `expire_session` closes the session by dropping them all.
+        drop(client);
+        if answered {
+            let Some(inner) = weak.upgrade() else { return };
+            if inner.generation.load(Ordering::SeqCst) == generation {
+                let mut last = inner.answered.lock().unwrap();
+                *last = (*last).max(sent);
+            }
+        }
+    }
 }
 
 /// Follows one client's session state; on expiry opens a new session and restores the store's state.
@@ -811,7 +858,7 @@ async fn supervise(
                 lost_timer = None;
                 let Some(inner) = weak.upgrade() else { return };
                 if !inner.lost.swap(true, Ordering::SeqCst) {
-                    tracing::warn!(store = %inner.address(), "disconnected for 5/6 of the session timeout: session lost");
+                    tracing::warn!(store = %inner.address(), "no answer for 5/6 of the session timeout: session lost");
                     inner.events.send(&SessionEvent::SessionLost);
                 }
                 continue;
@@ -829,11 +876,14 @@ async fn supervise(
                 if inner.connected.swap(false, Ordering::SeqCst) {
                     tracing::warn!(store = %inner.address(), "connection lost");
                     inner.events.send(&SessionEvent::ConnectionLost);
-                    lost_timer = Some(Box::pin(tokio::time::sleep(timeout * 5 / 6)));
+                    let deadline = *inner.answered.lock().unwrap() + timeout * 5 / 6;
+                    lost_timer = Some(Box::pin(tokio::time::sleep_until(deadline)));
                 }
             }
             zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
                 lost_timer = None;
+                // The server accepted the session on the new connection just now.
+                *inner.answered.lock().unwrap() = Instant::now();
                 if !inner.connected.swap(true, Ordering::SeqCst) {
                     tracing::info!(store = %inner.address(), "reconnected");
                     inner.events.send(&SessionEvent::Reconnected);
