@@ -69,6 +69,9 @@ pub(crate) struct AgentShared {
     pub(crate) owned: Mutex<BTreeSet<String>>,
     /// Bundles the host was told to serve.
     pub(crate) served: Mutex<BTreeSet<String>>,
+    /// Set from the store's `SessionLost` until the session is back: nothing may start being served then,
+    /// since the session's ownership nodes may already belong to someone else.
+    pub(crate) fenced: AtomicBool,
     pub(crate) metrics: AgentMetrics,
     /// When this broker last stopped serving a bundle (released or lost it), epoch ms; `i64::MIN` when
     /// never. Extensible reporting writes a report `loadBalanceSheddingDelayInSeconds` after it.
@@ -168,6 +171,7 @@ impl BrokerAgent {
             seed,
             owned: Mutex::new(BTreeSet::new()),
             served: Mutex::new(BTreeSet::new()),
+            fenced: AtomicBool::new(false),
             metrics: AgentMetrics::default(),
             last_loss_ms: AtomicI64::new(i64::MIN),
             stopping: AtomicBool::new(false),

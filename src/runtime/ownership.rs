@@ -209,13 +209,50 @@ impl AgentShared {
         }
     }
 
+    /// Tells the host to serve `bundle`, unless the session is lost (the bundle is evaluated again once it is
+    /// back). A `SessionLost` that arrives while the host loads undoes the load here, since the sweep that
+    /// stops every served bundle did not see this one yet.
     async fn serve(&self, bundle: &str) -> Result<(), super::host::HostError> {
-        if self.served.lock().unwrap().contains(bundle) {
+        if self.served.lock().unwrap().contains(bundle) || self.is_fenced() {
             return Ok(());
         }
         self.host.load_bundle(bundle).await?;
-        self.served.lock().unwrap().insert(bundle.to_owned());
+        let kept = {
+            let mut served = self.served.lock().unwrap();
+            // Checked under the lock the sweep takes, so a bundle is either swept or never kept.
+            !self.is_fenced() && served.insert(bundle.to_owned())
+        };
+        if !kept && self.is_fenced() {
+            tracing::warn!(bundle, broker = %self.broker_id, "not serving: the store session was lost while loading");
+            self.host_unload(bundle).await;
+        }
         Ok(())
+    }
+
+    fn is_fenced(&self) -> bool {
+        self.fenced.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The session is lost: stops serving every bundle at once, all unloads running concurrently, since another
+    /// broker may acquire them as soon as the server expires the session.
+    async fn fence(&self) {
+        let served: Vec<String> = {
+            let served = self.served.lock().unwrap();
+            self.fenced.store(true, std::sync::atomic::Ordering::SeqCst);
+            served.iter().cloned().collect()
+        };
+        let started = Instant::now();
+        let count = served.len();
+        futures::future::join_all(served.iter().map(|b| {
+            self.stop_serving(
+                b,
+                "the store session was lost; another broker may own it now",
+            )
+        }))
+        .await;
+        if count > 0 {
+            tracing::warn!(broker = %self.broker_id, bundles = count, "fenced: stopped serving in {:?}", started.elapsed());
+        }
     }
 
     async fn stop_serving(&self, bundle: &str, why: &str) {
@@ -465,13 +502,9 @@ impl OwnershipTask {
                 },
                 e = events.next() => match e {
                     None => return,
-                    Some(SessionEvent::SessionLost) => {
-                        let served: Vec<String> = self.sh.served.lock().unwrap().iter().cloned().collect();
-                        for b in served {
-                            self.sh.stop_serving(&b, "the store session was lost; another broker may own it now").await;
-                        }
-                    }
+                    Some(SessionEvent::SessionLost) => self.sh.fence().await,
                     Some(SessionEvent::Reconnected | SessionEvent::SessionReestablished) => {
+                        self.sh.fenced.store(false, std::sync::atomic::Ordering::SeqCst);
                         self.full_scan().await;
                     }
                     Some(SessionEvent::ConnectionLost) => {}
