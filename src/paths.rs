@@ -50,6 +50,8 @@ pub const DYNAMIC_CONFIGURATION: &str = "/admin/configuration";
 pub const LOADMGR_ROOT: &str = "/loadmgr";
 /// Parent of the assignment records (intent and desired owner of every assigned bundle).
 pub const ASSIGNMENTS: &str = "/loadmgr/assignments";
+/// Parent of every cluster's configuration (Pulsar's `ClusterResources`).
+pub const CLUSTERS: &str = "/admin/clusters";
 /// Parent of the request nodes.
 pub const REQUESTS: &str = "/loadmgr/requests";
 /// Prefix of a request node; the store appends a 10-digit sequence number.
@@ -100,6 +102,23 @@ pub fn policies(namespace: &str) -> String {
 /// `/admin/local-policies/<namespace>`.
 pub fn local_policies(namespace: &str) -> String {
     format!("{LOCAL_POLICIES}/{namespace}")
+}
+
+/// `/admin/clusters/<cluster>`.
+pub fn cluster(cluster: &str) -> String {
+    format!("{CLUSTERS}/{cluster}")
+}
+
+/// One node holding a cluster's namespace isolation policies: a JSON map policy name → `NamespaceIsolationData`
+/// (Pulsar's `NamespaceResources.IsolationPolicyResources`).
+pub fn isolation_policies(cluster: &str) -> String {
+    format!("{CLUSTERS}/{cluster}/namespaceIsolationPolicies")
+}
+
+/// The parent of a cluster's failure-domain nodes, `<name>` → `{"brokers": [...]}` (Pulsar's
+/// `ClusterResources.FailureDomainResources`).
+pub fn failure_domains(cluster: &str) -> String {
+    format!("{CLUSTERS}/{cluster}/failureDomain")
 }
 
 /// `/loadmgr/assignments/<bundle>`.

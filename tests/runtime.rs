@@ -46,19 +46,8 @@ fn profile(unload_delay_ms: u64) -> SyntheticProfile {
     .unwrap()
 }
 
-/// `LOADMGR_LOG=info cargo test --test runtime -- --nocapture` shows what the agents do.
-fn logging() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LOADMGR_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off")),
-        )
-        .with_test_writer()
-        .try_init();
-}
-
 fn store_name() -> String {
-    logging();
+    loadmgr::testing::log_to_test_output();
     static N: AtomicU64 = AtomicU64::new(0);
     format!(
         "runtime-test-{}-{}",
@@ -84,9 +73,19 @@ struct Node {
 }
 
 async fn start(name: &str, port: u16, settings: &Settings, profile: &SyntheticProfile) -> Node {
+    start_at(name, "127.0.0.1", port, settings, profile).await
+}
+
+async fn start_at(
+    name: &str,
+    address: &str,
+    port: u16,
+    settings: &Settings,
+    profile: &SyntheticProfile,
+) -> Node {
     let (store, memory) = session(name);
     let mut s = settings.clone();
-    s.advertised_address = Some("127.0.0.1".into());
+    s.advertised_address = Some(address.into());
     s.web_service_port = Some(port as i32);
     let identity = BrokerIdentity::from_settings(&s).unwrap();
     let id = identity.broker_id();
@@ -1162,5 +1161,112 @@ async fn extensible_reporting_writes_after_a_loss_and_after_the_shedding_delay()
         for n in [b, a] {
             n.agent.unwrap().shutdown().await.unwrap();
         }
+    }
+}
+
+/// The leader reads the cluster's namespace isolation policies from where Pulsar keeps them and follows
+/// changes: an isolated namespace is placed on its primary brokers only, other namespaces on shared brokers
+/// only, and a policy rewritten at run time governs the next placement.
+#[tokio::test(start_paused = true)]
+async fn isolation_policies_in_the_store_govern_placement() {
+    let name = store_name();
+    let mut s = settings();
+    s.load_balancer_shedding_enabled = false;
+    s.cluster_name = Some("c1".into());
+    let admin_store = session(&name).0;
+    let policy = |primary: &str| {
+        format!(
+            r#"{{"iso":{{"namespaces":["public/iso"],"primary":["{primary}"],"secondary":[],
+                "auto_failover_policy":{{"policy_type":"min_available","parameters":{{"min_limit":"1","usage_threshold":"100"}}}}}}}}"#
+        )
+    };
+    admin_store
+        .put(
+            &paths::isolation_policies("c1"),
+            policy("broker-a").as_bytes(),
+            None,
+            loadmgr::store::CreateOptions::PERSISTENT,
+        )
+        .await
+        .unwrap();
+    let mut nodes = Vec::new();
+    for host in ["broker-a", "broker-b", "broker-c"] {
+        nodes.push(start_at(&name, host, 8080, &s, &profile(0)).await);
+    }
+    for ns in ["public/iso", NS] {
+        admin::create_namespace(&admin_store, ns, 4, None)
+            .await
+            .unwrap();
+    }
+    let lookup_all = |ns: &'static str| {
+        let agent = nodes[1].agent();
+        async move {
+            for i in 0..32 {
+                agent
+                    .lookup(&format!("persistent://{ns}/t-{i}"), Duration::from_secs(10))
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    lookup_all("public/iso").await;
+    lookup_all(NS).await;
+    let owners_of = |ns: &'static str| {
+        let store = admin_store.clone();
+        async move {
+            let (info, _) = admin::namespace_bundles(&store, ns).await.unwrap();
+            let mut out = BTreeMap::new();
+            for b in info.bundle_names() {
+                let (d, _) = store
+                    .get_json::<NamespaceEphemeralData>(&paths::ownership(&b))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                out.insert(b, owner_of(&d).unwrap());
+            }
+            out
+        }
+    };
+    let iso = owners_of("public/iso").await;
+    assert!(iso.values().all(|o| o == "broker-a:8080"), "{iso:?}");
+    let shared = owners_of(NS).await;
+    assert!(shared.values().all(|o| o != "broker-a:8080"), "{shared:?}");
+    // The policy moves to broker-b: bundles stay where they are (Pulsar moves nothing on a policy change),
+    // and an unloaded one is placed on the new primary.
+    admin_store
+        .put(
+            &paths::isolation_policies("c1"),
+            policy("broker-b").as_bytes(),
+            None,
+            loadmgr::store::CreateOptions::PERSISTENT,
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(owners_of("public/iso").await, iso);
+    let (msg, moved) = admin::unload(
+        &admin_store,
+        "public/iso",
+        None,
+        None,
+        "test",
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    assert_eq!(moved.len(), 4, "{msg}");
+    eventually(
+        "re-placed on the new primary",
+        Duration::from_secs(10),
+        || async {
+            owners_of("public/iso")
+                .await
+                .values()
+                .all(|o| o == "broker-b:8080")
+        },
+    )
+    .await;
+    for mut n in nodes {
+        n.agent.take().unwrap().shutdown().await.unwrap();
     }
 }

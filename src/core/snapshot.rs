@@ -54,6 +54,34 @@ pub struct IsolationData {
     pub auto_failover_policy: Option<FailoverPolicy>,
 }
 
+impl IsolationData {
+    /// The policy `name` as placement uses it (`min_limit` 1 when not given). `Err` names the JSON pointer
+    /// below the policy that is wrong (empty for the policy itself) and why.
+    pub fn compile(&self, name: &str) -> Result<IsolationPolicy, (String, String)> {
+        let min_limit = self
+            .auto_failover_policy
+            .as_ref()
+            .and_then(|p| p.parameters.min_limit.as_deref())
+            .map(|m| m.trim().parse::<usize>())
+            .transpose()
+            .map_err(|e| {
+                (
+                    "/auto_failover_policy/parameters/min_limit".to_owned(),
+                    e.to_string(),
+                )
+            })?
+            .unwrap_or(1);
+        IsolationPolicy::new(
+            name,
+            &self.namespaces,
+            &self.primary,
+            &self.secondary,
+            min_limit,
+        )
+        .map_err(|e| (String::new(), e.to_string()))
+    }
+}
+
 /// A namespace's entry.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -226,36 +254,11 @@ impl Snapshot {
             );
         }
         for (name, data) in &self.isolation_policies {
-            let min_limit = data
-                .auto_failover_policy
-                .as_ref()
-                .and_then(|p| p.parameters.min_limit.as_deref())
-                .map(|m| m.parse::<usize>())
-                .transpose()
-                .map_err(|e| {
-                    invalid(
-                        format!(
-                            "/isolationPolicies/{}/auto_failover_policy/parameters/min_limit",
-                            escape(name)
-                        ),
-                        e.to_string(),
-                    )
-                })?
-                .unwrap_or(1);
-            let policy = IsolationPolicy::new(
-                name,
-                &data.namespaces,
-                &data.primary,
-                &data.secondary,
-                min_limit,
-            )
-            .map_err(|e| {
-                invalid(
-                    format!("/isolationPolicies/{}", escape(name)),
-                    e.to_string(),
-                )
-            })?;
-            policies.isolation.push(policy);
+            policies
+                .isolation
+                .push(data.compile(name).map_err(|(key, message)| {
+                    invalid(format!("/isolationPolicies/{}{key}", escape(name)), message)
+                })?);
         }
         for (domain, brokers) in &self.failure_domains {
             for b in brokers {

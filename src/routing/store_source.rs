@@ -83,7 +83,12 @@ const READ_CONCURRENCY: usize = 16;
 /// The parent of a cluster's failure-domain nodes: `/admin/clusters/<cluster>/failureDomain` (Pulsar's
 /// `ClusterResources.FailureDomainResources`).
 pub fn failure_domains_path(cluster: &str) -> String {
-    format!("/admin/clusters/{cluster}/failureDomain")
+    crate::paths::failure_domains(cluster)
+}
+
+/// Reads a failure-domain node: its brokers.
+pub(crate) fn parse_failure_domain(bytes: &[u8]) -> Result<BTreeSet<String>, serde_json::Error> {
+    serde_json::from_slice::<FailureDomain>(bytes).map(|d| d.brokers.unwrap_or_default())
 }
 
 /// Pulsar's `FailureDomainImpl`: the brokers of one failure domain. Other keys are ignored; a missing or
@@ -669,8 +674,8 @@ impl Worker {
     }
 
     fn parse_domain(&mut self, domain: &str, bytes: &[u8]) -> Option<BTreeSet<String>> {
-        match serde_json::from_slice::<FailureDomain>(bytes) {
-            Ok(d) => Some(d.brokers.unwrap_or_default()),
+        match parse_failure_domain(bytes) {
+            Ok(brokers) => Some(brokers),
             Err(e) => {
                 self.counters.malformed += 1;
                 tracing::warn!(

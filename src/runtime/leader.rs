@@ -164,6 +164,9 @@ struct Streams {
     records: crate::store::NotificationStream,
     requests: crate::store::NotificationStream,
     policies: crate::store::NotificationStream,
+    /// Changes below `/admin/clusters/<clusterName>` (isolation policies, failure domains); `None` without a
+    /// cluster name.
+    cluster: Option<crate::store::NotificationStream>,
 }
 
 /// Reads a broker node as a modular report; `Err` says why it is not one.
@@ -231,6 +234,10 @@ impl Leader {
             records: store.watch(paths::ASSIGNMENTS).await?,
             requests: store.watch(paths::REQUESTS).await?,
             policies: store.watch(paths::LOCAL_POLICIES).await?,
+            cluster: match &sh.settings().cluster_name {
+                Some(c) => Some(store.watch(&paths::cluster(c)).await?),
+                None => None,
+            },
         };
         let settings = sh.settings();
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
@@ -385,6 +392,7 @@ impl Leader {
                 Err(e) => tracing::warn!("ownership node skipped: {e}"),
             }
         }
+        self.reload_cluster_policies().await;
         tracing::info!(
             leader = %self.id,
             brokers = self.load.broker_count(),
@@ -445,6 +453,13 @@ impl Leader {
                         Ok(())
                     }
                 },
+                n = async { s.cluster.as_mut().expect("guarded").next().await }, if s.cluster.is_some() => match n {
+                    None => Err(Stop::Closed),
+                    Some(_) => {
+                        self.reload_cluster_policies().await;
+                        Ok(())
+                    }
+                },
                 Some(msg) = self.internal_rx.recv() => self.on_internal(msg).await,
                 _ = flush.tick() => self.flush().await,
                 _ = shed.tick() => self.cycle().await,
@@ -478,6 +493,35 @@ impl Leader {
             e => {
                 tracing::warn!(leader = %self.id, "{what}: {e}");
                 Ok(())
+            }
+        }
+    }
+
+    /// Reads the cluster's isolation policies and failure domains again (see [`super::cluster_policies`]);
+    /// on a read error the ones in force stay.
+    async fn reload_cluster_policies(&mut self) {
+        let Some(cluster) = self.sh.settings().cluster_name else {
+            return;
+        };
+        match super::cluster_policies::read_cluster_policies(&self.sh.store, &cluster).await {
+            Ok(data) => {
+                for w in &data.warnings {
+                    tracing::warn!(leader = %self.id, "{w}");
+                }
+                let before = (self.policies.isolation.len(), self.policies.domains.clone());
+                data.apply_to(&mut self.policies);
+                if before != (self.policies.isolation.len(), self.policies.domains.clone()) {
+                    tracing::info!(
+                        leader = %self.id,
+                        cluster,
+                        isolation_policies = self.policies.isolation.len(),
+                        failure_domains = data.failure_domains.len(),
+                        "cluster policies loaded"
+                    );
+                }
+            }
+            Err(e) => {
+                tracing::warn!(leader = %self.id, cluster, "cluster policies not reloaded: {e}")
             }
         }
     }

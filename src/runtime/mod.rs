@@ -137,6 +137,7 @@
 pub mod admin;
 mod agent;
 pub mod clock;
+pub mod cluster_policies;
 pub mod host;
 pub mod host_usage;
 pub mod identity;

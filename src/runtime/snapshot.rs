@@ -46,8 +46,8 @@ async fn read_value(store: &DynStore, path: &str, warnings: &mut Vec<String>) ->
 }
 
 /// Reads brokers' reports, stored bundle data and time averages, recently unloaded bundles (from the
-/// assignment records within the grace period), bundles being assigned (as preallocations) and namespaces'
-/// bundles at `now_ms`.
+/// assignment records within the grace period), bundles being assigned (as preallocations), namespaces'
+/// bundles and, when `clusterName` is set, the cluster's isolation policies and failure domains at `now_ms`.
 pub async fn read_live(
     store: &DynStore,
     settings: &Settings,
@@ -127,6 +127,18 @@ pub async fn read_live(
             Err(e) => warnings.push(format!("namespace {ns}: {e}; skipped")),
         }
     }
+    let mut isolation = Map::new();
+    let mut domains = Map::new();
+    if let Some(cluster) = &settings.cluster_name {
+        let data = super::cluster_policies::read_cluster_policies(store, cluster).await?;
+        isolation.extend(data.isolation_json);
+        domains.extend(
+            data.failure_domains
+                .into_iter()
+                .map(|(d, brokers)| (d, json!(brokers))),
+        );
+        warnings.extend(data.warnings);
+    }
     let value = json!({
         "now": now_ms,
         "brokers": brokers,
@@ -135,6 +147,8 @@ pub async fn read_live(
         "recentlyUnloaded": recently_unloaded,
         "preallocated": preallocated,
         "namespaces": namespaces,
+        "isolationPolicies": isolation,
+        "failureDomains": domains,
     });
     Ok(LiveSnapshot { value, warnings })
 }
