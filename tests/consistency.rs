@@ -268,17 +268,6 @@ fn sim_outcome(world: &World, settings: &Settings, r: &RunResult) -> Outcome {
     }
 }
 
-/// `LOADMGR_LOG=info` shows the agents' logs.
-fn logging() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LOADMGR_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off")),
-        )
-        .with_test_writer()
-        .try_init();
-}
-
 fn session(name: &str) -> DynStore {
     Arc::new(MemoryStore::named(name, StoreOptions::default())) as DynStore
 }
@@ -308,7 +297,7 @@ async fn record_writes(store: DynStore, root: &'static str) -> Seen {
 
 /// Runs three agents on the world's cluster for its duration and observes what they do.
 async fn run_agents(world: &World, settings: &Settings, seed: u64) -> Outcome {
-    logging();
+    loadmgr::testing::log_to_test_output();
     static RUNS: AtomicU64 = AtomicU64::new(0);
     let name = format!(
         "consistency-{}-{}",

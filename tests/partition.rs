@@ -19,7 +19,9 @@ use loadmgr::model::{NamespaceBundleStats, NamespaceEphemeralData};
 use loadmgr::paths;
 use loadmgr::runtime::admin;
 use loadmgr::runtime::identity::owner_of;
-use loadmgr::runtime::{AgentOptions, BrokerAgent, BrokerHost, BrokerIdentity, HostError};
+use loadmgr::runtime::{
+    AgentOptions, BrokerAgent, BrokerHost, BrokerIdentity, HostError, IdleHost,
+};
 use loadmgr::store::{
     self, CreateOptions, DynStore, MetadataStoreExt, NotificationType, SessionEvent, StoreOptions,
 };
@@ -35,16 +37,6 @@ fn options(session: Duration) -> StoreOptions {
         .with_session_timeout(session)
         .with_operation_timeout(Duration::from_secs(5))
         .with_connect_timeout(Duration::from_secs(10))
-}
-
-fn logging() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LOADMGR_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off")),
-        )
-        .with_test_writer()
-        .try_init();
 }
 
 fn socket(address: &str) -> SocketAddr {
@@ -142,7 +134,7 @@ fn assert_margin(lost: Duration, expired: Duration, session: Duration) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zk_session_lost_before_the_server_expires_it() {
-    logging();
+    loadmgr::testing::log_to_test_output();
     let server = ZkServer::start();
     let proxy = FaultProxy::start(socket(&server.address())).await.unwrap();
     let session = Duration::from_secs(4);
@@ -158,7 +150,7 @@ async fn zk_session_lost_before_the_server_expires_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_session_lost_before_the_server_expires_it() {
-    logging();
+    loadmgr::testing::log_to_test_output();
     let server = EtcdServer::start();
     let proxy = FaultProxy::start(socket(&server.endpoint())).await.unwrap();
     let session = Duration::from_secs(3);
@@ -205,57 +197,53 @@ impl Timeline {
     }
 }
 
-/// A host that serves whatever it is given with no traffic and records every load and unload.
+/// An [`IdleHost`] (serves whatever it is given, no traffic) that records every load and unload.
 #[derive(Debug)]
 struct RecordingHost {
     broker: String,
     timeline: Arc<Timeline>,
-    served: Mutex<std::collections::BTreeSet<String>>,
+    host: IdleHost,
+}
+
+impl RecordingHost {
+    /// Records a change of what this host serves; the timeline lock is held across the change, so the
+    /// timeline's order is the order of the hosts' states.
+    fn record(&self, bundle: &str, load: bool) {
+        let mut events = self.timeline.events.lock().unwrap();
+        let serving = self.host.bundle_stats().contains_key(bundle);
+        if serving != load {
+            let change = if load {
+                self.host.serve(bundle)
+            } else {
+                self.host.stop(bundle)
+            };
+            debug_assert!(change);
+            events.push((Instant::now(), self.broker.clone(), bundle.to_owned(), load));
+        }
+    }
 }
 
 #[async_trait]
 impl BrokerHost for RecordingHost {
     fn bundle_stats(&self) -> BTreeMap<String, NamespaceBundleStats> {
-        self.served
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|b| (b.clone(), NamespaceBundleStats::default()))
-            .collect()
+        self.host.bundle_stats()
     }
 
     fn resource_usage(&self) -> Option<loadmgr::model::SystemResourceUsage> {
         Some(Default::default())
     }
 
-    fn bundle_topics(&self, _bundle: &str) -> BTreeMap<String, TopicTraffic> {
-        BTreeMap::new()
+    fn bundle_topics(&self, bundle: &str) -> BTreeMap<String, TopicTraffic> {
+        self.host.bundle_topics(bundle)
     }
 
     async fn load_bundle(&self, bundle: &str) -> Result<(), HostError> {
-        // Recorded under the served lock, so the timeline's order is the order of the hosts' states.
-        let mut served = self.served.lock().unwrap();
-        if served.insert(bundle.to_owned()) {
-            self.timeline.events.lock().unwrap().push((
-                Instant::now(),
-                self.broker.clone(),
-                bundle.to_owned(),
-                true,
-            ));
-        }
+        self.record(bundle, true);
         Ok(())
     }
 
     async fn unload_bundle(&self, bundle: &str) -> Result<(), HostError> {
-        let mut served = self.served.lock().unwrap();
-        if served.remove(bundle) {
-            self.timeline.events.lock().unwrap().push((
-                Instant::now(),
-                self.broker.clone(),
-                bundle.to_owned(),
-                false,
-            ));
-        }
+        self.record(bundle, false);
         Ok(())
     }
 }
@@ -301,7 +289,7 @@ async fn cut_off_broker_stops_serving_before_others_serve(
     direct: &str,
     session: Duration,
 ) {
-    logging();
+    loadmgr::testing::log_to_test_output();
     let timeline = Arc::new(Timeline::default());
     let mut settings = Settings::default();
     settings.load_balancer_report_update_min_interval_millis = 200;
@@ -327,7 +315,7 @@ async fn cut_off_broker_stops_serving_before_others_serve(
         let host = Arc::new(RecordingHost {
             broker: identity.broker_id(),
             timeline: timeline.clone(),
-            served: Mutex::new(Default::default()),
+            host: IdleHost::default(),
         });
         let agent = BrokerAgent::start(
             store,

@@ -70,12 +70,24 @@ impl BrokerHost for IdleHost {
     }
 
     async fn load_bundle(&self, bundle: &str) -> Result<(), HostError> {
-        self.served.lock().unwrap().insert(bundle.to_owned());
+        self.serve(bundle);
         Ok(())
     }
 
     async fn unload_bundle(&self, bundle: &str) -> Result<(), HostError> {
-        self.served.lock().unwrap().remove(bundle);
+        self.stop(bundle);
         Ok(())
+    }
+}
+
+impl IdleHost {
+    /// Serves `bundle` from now on; `false` when it already did.
+    pub fn serve(&self, bundle: &str) -> bool {
+        self.served.lock().unwrap().insert(bundle.to_owned())
+    }
+
+    /// Stops serving `bundle`; `false` when it did not.
+    pub fn stop(&self, bundle: &str) -> bool {
+        self.served.lock().unwrap().remove(bundle)
     }
 }
