@@ -7,8 +7,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use super::{CliError, CliResult};
-use futures::stream::{FuturesUnordered, StreamExt};
 
+use crate::store::concurrent::run_in_flight;
 use crate::store::etcd::raw_bench::RawEtcd;
 use crate::store::zookeeper::raw_bench::RawZk;
 use crate::store::{self, DynStore, MetadataStoreExt, Op, StoreOptions, StoreUrl};
@@ -211,26 +211,19 @@ async fn trait_single(
     count: usize,
     in_flight: usize,
 ) -> Result<f64, String> {
-    let start = std::time::Instant::now();
-    let mut pending = FuturesUnordered::new();
-    let mut issued = 0;
-    while issued < count || !pending.is_empty() {
-        while issued < count && pending.len() < in_flight {
-            let store = Arc::clone(store);
-            let key = keys[issued % keys.len()].clone();
-            let value = value.to_vec();
-            pending.push(async move {
-                store
-                    .put(&key, &value, None, store::CreateOptions::PERSISTENT)
-                    .await
-            });
-            issued += 1;
-        }
-        if let Some(r) = pending.next().await {
-            r.map_err(|e| e.to_string())?;
-        }
-    }
-    Ok(start.elapsed().as_secs_f64())
+    let took = run_in_flight(count, in_flight, |i| {
+        let store = Arc::clone(store);
+        let key = keys[i % keys.len()].clone();
+        let value = value.to_vec();
+        Ok(async move {
+            store
+                .put(&key, &value, None, store::CreateOptions::PERSISTENT)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    })
+    .await?;
+    Ok(took.as_secs_f64())
 }
 
 async fn trait_batched(
@@ -241,28 +234,20 @@ async fn trait_batched(
     batch: usize,
     in_flight: usize,
 ) -> Result<f64, String> {
-    let start = std::time::Instant::now();
-    let mut pending = FuturesUnordered::new();
-    let mut issued = 0;
-    while issued < batches || !pending.is_empty() {
-        while issued < batches && pending.len() < in_flight {
-            let store = Arc::clone(store);
-            let ops: Vec<Op> = (0..batch)
-                .map(|i| {
-                    Op::put(
-                        keys[(issued * batch + i) % keys.len()].clone(),
-                        value.to_vec(),
-                    )
-                })
-                .collect();
-            pending.push(async move { store.batch(ops).await });
-            issued += 1;
-        }
-        if let Some(r) = pending.next().await {
-            r.map_err(|e| e.to_string())?;
-        }
-    }
-    Ok(start.elapsed().as_secs_f64())
+    let took = run_in_flight(batches, in_flight, |issued| {
+        let store = Arc::clone(store);
+        let ops: Vec<Op> = (0..batch)
+            .map(|i| {
+                Op::put(
+                    keys[(issued * batch + i) % keys.len()].clone(),
+                    value.to_vec(),
+                )
+            })
+            .collect();
+        Ok(async move { store.batch(ops).await.map_err(|e| e.to_string()) })
+    })
+    .await?;
+    Ok(took.as_secs_f64())
 }
 
 async fn raw_single(

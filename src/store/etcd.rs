@@ -1644,11 +1644,11 @@ impl MetadataStore for EtcdStore {
 
 /// The raw client, driven the way the store drives it, for `loadmgr bench store` (trait vs raw).
 pub mod raw_bench {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use etcd_client as etcd;
-    use futures::stream::{FuturesUnordered, StreamExt};
 
+    use crate::store::concurrent::run_in_flight;
     use crate::store::{Error, Result};
 
     fn err(e: impl std::fmt::Display) -> Error {
@@ -1683,23 +1683,14 @@ pub mod raw_bench {
             in_flight: usize,
             prev_kv: bool,
         ) -> Result<Duration> {
-            let start = Instant::now();
-            let mut pending = FuturesUnordered::new();
-            let mut issued = 0;
-            while issued < count || !pending.is_empty() {
-                while issued < count && pending.len() < in_flight {
-                    let mut c = self.client.clone();
-                    let key = keys[issued % keys.len()].clone();
-                    let value = value.to_vec();
-                    let options = prev_kv.then(|| etcd::PutOptions::new().with_prev_key());
-                    pending.push(async move { c.put(key, value, options).await });
-                    issued += 1;
-                }
-                if let Some(r) = pending.next().await {
-                    r.map_err(err)?;
-                }
-            }
-            Ok(start.elapsed())
+            run_in_flight(count, in_flight, |i| {
+                let mut c = self.client.clone();
+                let key = keys[i % keys.len()].clone();
+                let value = value.to_vec();
+                let options = prev_kv.then(|| etcd::PutOptions::new().with_prev_key());
+                Ok(async move { c.put(key, value, options).await.map_err(err) })
+            })
+            .await
         }
 
         /// `batches` txns of `batch` puts each, `in_flight` txns at a time (`prev_kv` as for single puts).
@@ -1712,29 +1703,20 @@ pub mod raw_bench {
             in_flight: usize,
             prev_kv: bool,
         ) -> Result<Duration> {
-            let start = Instant::now();
-            let mut pending = FuturesUnordered::new();
-            let mut issued = 0;
-            while issued < batches || !pending.is_empty() {
-                while issued < batches && pending.len() < in_flight {
-                    let ops: Vec<etcd::TxnOp> = (0..batch)
-                        .map(|i| {
-                            etcd::TxnOp::put(
-                                keys[(issued * batch + i) % keys.len()].clone(),
-                                value.to_vec(),
-                                prev_kv.then(|| etcd::PutOptions::new().with_prev_key()),
-                            )
-                        })
-                        .collect();
-                    let mut c = self.client.clone();
-                    pending.push(async move { c.txn(etcd::Txn::new().and_then(ops)).await });
-                    issued += 1;
-                }
-                if let Some(r) = pending.next().await {
-                    r.map_err(err)?;
-                }
-            }
-            Ok(start.elapsed())
+            run_in_flight(batches, in_flight, |issued| {
+                let ops: Vec<etcd::TxnOp> = (0..batch)
+                    .map(|i| {
+                        etcd::TxnOp::put(
+                            keys[(issued * batch + i) % keys.len()].clone(),
+                            value.to_vec(),
+                            prev_kv.then(|| etcd::PutOptions::new().with_prev_key()),
+                        )
+                    })
+                    .collect();
+                let mut c = self.client.clone();
+                Ok(async move { c.txn(etcd::Txn::new().and_then(ops)).await.map_err(err) })
+            })
+            .await
         }
     }
 }

@@ -32,6 +32,7 @@
 //!
 //! Differences that remain between backends are listed in [`Capabilities`].
 
+pub mod concurrent;
 pub mod etcd;
 mod ext;
 mod fanout;

@@ -1597,11 +1597,11 @@ impl MetadataStore for ZkStore {
 /// The raw client, driven the way the store drives it, for `loadmgr bench store` (trait vs raw).
 pub mod raw_bench {
     use std::sync::Arc;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
-    use futures::stream::{FuturesUnordered, StreamExt};
     use zookeeper_client as zk;
 
+    use crate::store::concurrent::run_in_flight;
     use crate::store::{Error, Result};
 
     fn err(e: impl std::fmt::Display) -> Error {
@@ -1638,22 +1638,11 @@ pub mod raw_bench {
             count: usize,
             in_flight: usize,
         ) -> Result<Duration> {
-            let start = Instant::now();
-            let mut pending = FuturesUnordered::new();
-            let mut issued = 0;
-            while issued < count || !pending.is_empty() {
-                while issued < count && pending.len() < in_flight {
-                    pending.push(
-                        self.client
-                            .set_data(&keys[issued % keys.len()], value, None),
-                    );
-                    issued += 1;
-                }
-                if let Some(r) = pending.next().await {
-                    r.map_err(err)?;
-                }
-            }
-            Ok(start.elapsed())
+            run_in_flight(count, in_flight, |i| {
+                let put = self.client.set_data(&keys[i % keys.len()], value, None);
+                Ok(async move { put.await.map_err(err) })
+            })
+            .await
         }
 
         /// `batches` multis of `batch` unconditional `setData` each, `in_flight` multis at a time.
@@ -1665,25 +1654,17 @@ pub mod raw_bench {
             batch: usize,
             in_flight: usize,
         ) -> Result<Duration> {
-            let start = Instant::now();
-            let mut pending = FuturesUnordered::new();
-            let mut issued = 0;
-            while issued < batches || !pending.is_empty() {
-                while issued < batches && pending.len() < in_flight {
-                    let mut writer = self.client.new_multi_writer();
-                    for i in 0..batch {
-                        writer
-                            .add_set_data(&keys[(issued * batch + i) % keys.len()], value, None)
-                            .map_err(err)?;
-                    }
-                    pending.push(writer.commit());
-                    issued += 1;
+            run_in_flight(batches, in_flight, |issued| {
+                let mut writer = self.client.new_multi_writer();
+                for i in 0..batch {
+                    writer
+                        .add_set_data(&keys[(issued * batch + i) % keys.len()], value, None)
+                        .map_err(err)?;
                 }
-                if let Some(r) = pending.next().await {
-                    r.map_err(err)?;
-                }
-            }
-            Ok(start.elapsed())
+                let commit = writer.commit();
+                Ok(async move { commit.await.map_err(err) })
+            })
+            .await
         }
     }
 }
