@@ -23,6 +23,9 @@ pub struct HostError(pub String);
 ///   [`BrokerHost::unload_bundle`] before it releases it (and when the agent must assume the node is lost, e.g.
 ///   its store session ended). Both may be called for a bundle the host already is or is not serving; they
 ///   must be idempotent.
+/// * After a session loss the agent unloads every bundle at once, about 1/6 of the session timeout before the
+///   server can expire the session and another broker take the bundles: an unload that takes longer than that
+///   lets two brokers serve a bundle for the difference (the ownership nodes still never overlap).
 /// * [`BrokerHost::bundle_stats`] lists what the host serves now, keyed by full bundle name; it is read every
 ///   report check (`loadBalancerReportUpdateMinIntervalMillis`) and must be cheap.
 #[async_trait]

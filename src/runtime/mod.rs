@@ -69,9 +69,11 @@
 //! *At most one owner:* the store lets exactly one create-only put of a path succeed, and a node is created
 //! only when absent, so two ownership nodes of one bundle cannot coexist; the overlap check keeps split parents
 //! and children apart. A host serves a bundle only between its create and its delete. A broker cut off from
-//! the store stops serving everything at `SessionLost` (5/6 of the session timeout, before the server can
-//! expire the session and let someone else create the node), and evaluates every bundle again when it is back
-//! (its store re-creates its ephemerals only where nobody else took them).
+//! the store stops serving everything at `SessionLost` — 5/6 of the session timeout after the send time of the
+//! last request the server answered, so before the server can expire the session and let someone else create
+//! the node — with all unloads at once, loads nothing until the session is back, and then evaluates every
+//! bundle again (its store re-creates its ephemerals only where nobody else took them). `tests/partition.rs`
+//! checks this against real servers.
 //!
 //! *Nothing lost:* every step is driven by state in the store, not by messages. A leader that dies mid-move
 //! leaves the record; the next leader reads it: if the destination lives, steps 2–3 go on without any leader
