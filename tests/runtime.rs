@@ -1270,3 +1270,48 @@ async fn isolation_policies_in_the_store_govern_placement() {
         n.agent.take().unwrap().shutdown().await.unwrap();
     }
 }
+
+/// A request whose name comes again after the first node of that name was answered and deleted (etcd names
+/// sequential nodes by revision; a ZooKeeper container parent restarts its counter) is a new request: the
+/// leader answers it too.
+#[tokio::test(start_paused = true)]
+async fn a_request_name_used_again_is_answered_again() {
+    use loadmgr::runtime::records::{AdminRequest, RequestOp};
+    let name = store_name();
+    let mut s = settings();
+    s.load_balancer_shedding_enabled = false;
+    let (nodes, store) = cluster(&name, &s, &profile(0), 4).await;
+    let path = format!("{}0000000042", paths::REQUEST_PREFIX);
+    for round in 0..2 {
+        let request = AdminRequest {
+            op: RequestOp::Lookup {
+                topic: format!("persistent://{NS}/t-{round}"),
+            },
+            target: None,
+            requester: "test".into(),
+            created_ms: 0,
+            response: None,
+        };
+        store
+            .put_json(
+                &path,
+                &request,
+                Some(-1),
+                loadmgr::store::CreateOptions::PERSISTENT,
+            )
+            .await
+            .unwrap();
+        eventually("the request answered", Duration::from_secs(5), || async {
+            store
+                .get_json::<AdminRequest>(&path)
+                .await
+                .unwrap()
+                .is_some_and(|(r, _)| r.response.is_some_and(|a| a.ok))
+        })
+        .await;
+        store.delete(&path, None).await.unwrap();
+    }
+    for mut n in nodes {
+        n.agent.take().unwrap().shutdown().await.unwrap();
+    }
+}

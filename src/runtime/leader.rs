@@ -134,8 +134,8 @@ pub(crate) struct Leader {
     flushed: HashMap<String, Vec<u8>>,
     stored_bundle_data: BTreeSet<String>,
     stored_time_averages: BTreeSet<String>,
-    /// Request nodes already executed (or being executed).
-    handled: HashSet<String>,
+    /// Request nodes already executed (or being executed): path → creation revision of the node handled.
+    handled: HashMap<String, i64>,
     status: LeaderStatus,
     internal_tx: mpsc::UnboundedSender<Internal>,
     internal_rx: mpsc::UnboundedReceiver<Internal>,
@@ -258,7 +258,7 @@ impl Leader {
             flushed: HashMap::new(),
             stored_bundle_data: BTreeSet::new(),
             stored_time_averages: BTreeSet::new(),
-            handled: HashSet::new(),
+            handled: HashMap::new(),
             status: LeaderStatus {
                 leader: sh.broker_id.clone(),
                 leading_since_ms: now,
@@ -1558,23 +1558,33 @@ impl Leader {
     // ---- requests -----------------------------------------------------------------------------------------
 
     async fn on_request(&mut self, path: &str) -> Step {
-        if path == paths::REQUESTS || self.handled.contains(path) {
+        if path == paths::REQUESTS {
             return Ok(());
         }
-        let (request, stat) = match self.sh.store.get_json::<AdminRequest>(path).await {
-            Ok(Some(r)) => r,
+        let found = match self.sh.store.get(path).await {
+            Ok(Some(found)) => found,
             Ok(None) => return Ok(()),
-            Err(Error::Content { reason, .. }) => {
-                tracing::warn!(leader = %self.id, path, "malformed request ignored: {reason}");
-                self.handled.insert(path.to_owned());
+            Err(e) => return self.soft(e, &format!("reading {path}")),
+        };
+        // A request is known by its path *and* its creation: a sequential name can come again once its node
+        // is gone (etcd names by revision; a ZooKeeper container parent that vanished restarts its counter).
+        let incarnation = found.stat.creation_revision;
+        if self.handled.get(path) == Some(&incarnation) {
+            return Ok(());
+        }
+        let stat = found.stat;
+        let request = match serde_json::from_slice::<AdminRequest>(&found.value) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(leader = %self.id, path, "malformed request ignored: {e}");
+                self.handled.insert(path.to_owned(), incarnation);
                 return Ok(());
             }
-            Err(e) => return self.soft(e, &format!("reading {path}")),
         };
         if request.response.is_some() || request.target.is_some() {
             return Ok(());
         }
-        self.handled.insert(path.to_owned());
+        self.handled.insert(path.to_owned(), incarnation);
         tracing::info!(leader = %self.id, requester = %request.requester, "request: {}", request.op.describe());
         let outcome = match request.op.clone() {
             RequestOp::Lookup { topic } => self.lookup(&topic).await?,
@@ -1672,7 +1682,7 @@ impl Leader {
             .iter()
             .map(|n| format!("{}/{n}", paths::REQUESTS))
             .collect();
-        self.handled.retain(|p| present.contains(p));
+        self.handled.retain(|p, _| present.contains(p));
         for path in present {
             let Ok(Some((r, stat))) = self.sh.store.get_json::<AdminRequest>(&path).await else {
                 continue;

@@ -16,7 +16,7 @@
 //! | put, no version | put with `ignore_lease` (an update keeps an ephemeral key's lease; a plain put would detach it) and `prev_kv` (the new stat follows from the previous key-value, no read-back); if the key is missing etcd refuses `ignore_lease`, and the put is re-sent as a create guarded by `create_revision == 0` |
 //! | put -1 / put n | txn comparing `create_revision == 0` / `version == n + 1` |
 //! | delete | txn: key exists, (`version == n + 1`), and no key under `path/` (a range compare), so a node with children is `NotEmpty` as on ZooKeeper |
-//! | sequential | suffix = a revision ≥ every sibling's creation revision, created only if absent and no sibling was created later (a range compare) — increasing, unique, 10 digits, and the parent key is not touched |
+//! | sequential | suffix = a revision ≥ every sibling's creation revision, created only if absent and no sibling was created later (a range compare) — increasing, unique among live siblings (a deleted node's suffix can come again), 10 digits, and the parent key is not touched |
 //! | ephemeral | one lease per store, TTL = the session timeout (whole seconds, ≥ 2); keep-alive every TTL/3 by a task of this store |
 //! | batch | one txn: all conditions in `If`, all writes in `Then`, reads of the conditioned keys in `Else` to name the failing op; split to ≤ 128 ops per branch, < 1 MiB, and no key written twice per txn; each part carries every guard |
 //! | guard | `create_revision == guard.creation_revision` and `version == guard.version + 1` |

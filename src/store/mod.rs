@@ -279,8 +279,11 @@ pub struct GetResult {
 pub struct CreateOptions {
     /// The node disappears when the session that created it ends.
     pub ephemeral: bool,
-    /// The store appends a unique, increasing 10-digit suffix to the path; the real path is in
-    /// [`Stat::path`].
+    /// The store appends a 10-digit suffix to the path, higher than that of every sibling that exists, so
+    /// names are unique among live nodes and increase in creation order; the real path is in [`Stat::path`].
+    /// The suffix of a node that is gone may come again (etcd derives it from the revision; a ZooKeeper
+    /// container parent that vanished restarts its counter): tell incarnations apart by
+    /// [`Stat::creation_revision`].
     pub sequential: bool,
 }
 
