@@ -10,7 +10,7 @@
 #   (d) reconnect it: it registers again and takes no bundle back.
 #
 # The cluster is always taken down (`docker-compose down -v`) at the end; the containers' logs are kept in
-# LOADMGR_DOCKER_LOG_DIR (default: a new directory under /tmp) and printed on failure. All traffic stays on the
+# LOADMGR_DOCKER_LOG_DIR (default: target/docker-failover-logs) and printed on failure. All traffic stays on the
 # private Docker network and 127.0.0.1 (etcd's published client ports).
 #
 # Environment:
@@ -25,7 +25,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 project="${LOADMGR_DOCKER_PROJECT:-loadmgr-failover}"
 fencing_mode="${LOADMGR_DOCKER_FENCING:-strict}"
-log_dir="${LOADMGR_DOCKER_LOG_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/loadmgr-failover-logs.XXXXXX")}"
+log_dir="${LOADMGR_DOCKER_LOG_DIR:-$here/../target/docker-failover-logs}"
 ns=public/demo
 bundles=12
 brokers=(broker-1 broker-2 broker-3)
@@ -34,8 +34,8 @@ endpoints="127.0.0.1:${etcd_ports[0]},127.0.0.1:${etcd_ports[1]},127.0.0.1:${etc
 store="etcd:http://${endpoints//,/,http://}"
 session_ms="$(sed -n 's/^metadataStoreSessionTimeoutMillis=\([0-9]*\)$/\1/p' "$here/conf/broker.conf")"
 
-# Time limits, ms after the event. The leader's is the task's requirement; the others leave room for the
-# leader's reaction and, on reconnection, for the etcd client's back-off.
+# Time limits, ms after the event. A new leader must be elected within the session timeout + 2 s; the others
+# leave room for the leader's reaction and, on reconnection, for the etcd client's back-off.
 limit_leader_ms=$((session_ms + 2000))
 limit_reowned_ms=$((session_ms + 5000))
 limit_register_ms=30000
@@ -90,7 +90,7 @@ docker rm "$tmp_container" >/dev/null
 "$lm" --version >/dev/null || fail "the loadmgr binary of the image does not run on this host"
 
 ectl() { etcdctl --endpoints "$endpoints" --dial-timeout=2s --command-timeout=3s "$@"; }
-admin() { "$lm" admin --store "$store" --config "$here/conf/broker.conf" --timeout-ms 20000 "$@"; }
+admin() { "$lm" admin --store "$store" --config "$here/conf/broker.conf" --timeout-ms 10000 "$@"; }
 now_ms() { date +%s%3N; }
 # The format of tracing's timestamps, so that they compare as text.
 now_rfc3339() { date -u +%Y-%m-%dT%H:%M:%S.%6NZ; }
@@ -201,6 +201,7 @@ container_log() { docker logs "$(cid "$1")" 2>&1 | sed 's/\x1b\[[0-9;]*m//g'; }
 save_logs() {
   local s
   mkdir -p "$log_dir"
+  log_dir="$(cd "$log_dir" && pwd)"
   for s in etcd-1 etcd-2 etcd-3 "${brokers[@]}"; do
     if [ -n "$(cid "$s" 2>/dev/null)" ]; then
       container_log "$s" >"$log_dir/$s.log" 2>/dev/null
@@ -227,7 +228,15 @@ finish() {
   echo
   echo "=== failover test results (containers' logs in $log_dir) ==="
   printf '%s\n' "${results[@]}"
-  if [ "$status" -eq 0 ]; then echo "PASSED"; else echo "FAILED (exit $status)"; fi
+  local warnings
+  warnings="$(printf '%s\n' "${results[@]}" | grep -c '^WARNING' || true)"
+  if [ "$status" -ne 0 ]; then
+    echo "FAILED (exit $status)"
+  elif [ "$warnings" -gt 0 ]; then
+    echo "PASSED with $warnings warning(s)"
+  else
+    echo "PASSED"
+  fi
   exit "$status"
 }
 trap finish EXIT
@@ -250,7 +259,14 @@ for i in $(seq 0 95); do topics+=("persistent://$ns/t-$i"); done
 mapfile -t probes < <("$lm" bundles lookup --count "$bundles" "${topics[@]}" | awk -F'\t' '!seen[$2]++ { print $1 }')
 [ "${#probes[@]}" -eq "$bundles" ] || fail "the profile's topics fall in ${#probes[@]} of the $bundles bundles"
 t0="$(now_ms)"
-for topic in "${probes[@]}"; do admin topics lookup "$topic" >/dev/null || fail "topics lookup $topic failed"; done
+for topic in "${probes[@]}"; do
+  if ! out="$(admin topics lookup "$topic" 2>&1)"; then
+    # Seen once: the leader never picked the request up and the lookup timed out. The brokers' own lookups
+    # assign the bundle anyway; one retry keeps the set-up going, and the warning keeps the failure visible.
+    warn "set-up: \`loadmgr admin topics lookup $topic\` failed, retrying once: $out"
+    admin topics lookup "$topic" >/dev/null || fail "topics lookup $topic failed twice"
+  fi
+done
 wait_for "$t0" 30000 "all $bundles bundles owned" all_owned
 note "ownership: $bundles bundles owned after $(secs "$elapsed"): $(owners | awk '{ n[$2]++ } END { for (b in n) printf "%s %d  ", b, n[b] }')"
 
