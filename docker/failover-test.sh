@@ -131,7 +131,7 @@ wait_for() {
   done
 }
 
-# (grep -q on a pipe would fail the pipe under pipefail: the writer gets SIGPIPE.)
+# (No grep -q or head on a pipe: a reader that stops early fails the pipe under pipefail, the writer gets SIGPIPE.)
 # watch_until START_MS LIMIT_MS VAR COMMAND... [-- VAR COMMAND...]...: polls every command every 0.1 s until all have
 # succeeded once or LIMIT_MS pass since START_MS; sets each VAR to the time (ms) its command first succeeded, and
 # leaves it empty if it never did.
@@ -268,12 +268,12 @@ for topic in "${probes[@]}"; do
   fi
 done
 wait_for "$t0" 30000 "all $bundles bundles owned" all_owned
-note "ownership: $bundles bundles owned after $(secs "$elapsed"): $(owners | awk '{ n[$2]++ } END { for (b in n) printf "%s %d  ", b, n[b] }')"
+note "ownership: $bundles bundles owned after $(secs "$elapsed"): $(owners | awk '{ print $2 }' | sort | uniq -c | awk '{ printf "%s%s %d", sep, $2, $1; sep = ", " }')"
 
 # Moves one bundle to $1 (an admin unload), for a step that needs a broker with bundles.
 give_bundle() {
   local to="$1" range
-  range="$(owners | awk -v b="$to" '$2 != b { print $1; exit }')"
+  range="$(owners | awk -v b="$to" '$2 != b && !done { print $1; done = 1 }')"
   echo "-- moving $ns/$range to $to first"
   admin namespaces unload "$ns" --bundle "$range" --destination-broker "$to" >/dev/null || fail "unloading $range to $to failed"
   wait_for "$(now_ms)" 20000 "all bundles owned after the move" all_owned
@@ -328,7 +328,8 @@ pick_victim() {
 }
 victim="$(pick_victim)"
 if [ -z "$victim" ]; then
-  victim="$(registered | grep -vx "$current_leader" | head -n 1)"
+  victim="$(registered | awk -v l="$current_leader" '$0 != l' | awk 'NR == 1')"
+  [ -n "$victim" ] || fail "(c) no broker but the leader $current_leader is registered"
   give_bundle "$victim"
 fi
 victim_service="$(service_of "$victim")"
@@ -366,13 +367,13 @@ log_events() { # $1: service, $2: regex of the messages
 sleep 3
 stops="$(log_events "$victim_service" ' (stopped serving: |not serving: |released( |$))')"
 acquires="$(for s in "${brokers[@]}"; do [ "$s" = "$victim_service" ] || log_events "$s" ' acquired ownership( |$)'; done)"
-fenced_line="$(container_log "$victim_service" | awk -v since="$t0_text" '$1 ~ /^[0-9]+-/ && $1 >= since && / fenced: /' | head -n 1)"
+fenced_line="$(container_log "$victim_service" | awk -v since="$t0_text" '$1 ~ /^[0-9]+-/ && $1 >= since && / fenced: /' | awk 'NR == 1')"
 violations=0
 margins=()
 for range in "${cut[@]}"; do
   bundle="$ns/$range"
-  stop="$(awk -v b="$bundle" '$2 == b { print $1 }' <<<"$stops" | sort | head -n 1)"
-  acquire_line="$(awk -v b="$bundle" '$2 == b' <<<"$acquires" | sort | head -n 1)"
+  stop="$(awk -v b="$bundle" '$2 == b { print $1 }' <<<"$stops" | sort | awk 'NR == 1')"
+  acquire_line="$(awk -v b="$bundle" '$2 == b' <<<"$acquires" | sort | awk 'NR == 1')"
   acquire="${acquire_line%% *}"
   by="${acquire_line##* }"
   [ -n "$acquire" ] || fail "(c) fencing: no broker logged \"acquired ownership\" of $bundle, yet the store says it is owned"
@@ -393,7 +394,10 @@ for range in "${cut[@]}"; do
     violations=$((violations + 1))
   fi
 done
-[ -z "$fenced_line" ] || echo "   $victim: ${fenced_line#* }"
+if [ -n "$fenced_line" ]; then
+  fenced_line="${fenced_line#* }"
+  echo "   $victim logged: ${fenced_line#"${fenced_line%%[! ]*}"}"
+fi
 margin_summary="$(printf '%s\n' "${margins[@]}" | awk 'NF { if (n == 0 || $1 < min) min = $1; if (n == 0 || $1 > max) max = $1; n++ }
   END { if (n) printf "stop-to-acquire margin min %.2f s, max %.2f s over %d bundles", min / 1000, max / 1000, n; else printf "no stop logged" }')"
 if [ "$violations" -eq 0 ]; then
