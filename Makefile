@@ -1,7 +1,7 @@
 # loadmgr — the two commands: `make test` (everything CI runs) and `make demo` (the main job).
 CARGO ?= cargo
 
-.PHONY: test demo deps fmt lint unit bench
+.PHONY: test demo deps fmt lint unit bench docker-test
 
 ## Installs the test dependencies if needed, checks formatting and lints, runs the benchmarks once as smoke
 ## tests, then the whole test suite.
@@ -18,6 +18,11 @@ deps:
 ## Runs the built-in simulation suite for every strategy and writes target/loadmgr-report/index.html.
 demo:
 	@./scripts/demo.sh
+
+## Failover in Docker: builds FROM-scratch images (release binary, or LOADMGR_BIN), starts three brokers on a
+## three-member etcd with docker-compose, kills, restarts, partitions and reconnects brokers (docker/).
+docker-test:
+	@./docker/failover-test.sh
 
 fmt:
 	$(CARGO) fmt
