@@ -111,7 +111,7 @@ async fn deposed_leader_is_fenced(sessions: &dyn Sessions) {
     let old_guard = a.guard().expect("leading");
     a.fenced_batch(vec![Op::put(&data, "a-1")]).await.unwrap();
     // A stalls (stops reacting; its store and session live on), its node is removed, B takes over.
-    drop(a);
+    a.stop().await;
     operator.delete(&path, None).await.unwrap();
     wait_state(&b, |s| *s == LeaderState::Leading).await;
     // The store refuses A's write with the guard A held, although B's node has the same version.
@@ -239,16 +239,19 @@ macro_rules! coordination_tests {
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn election_hand_over() {
+                loadmgr::testing::log_to_test_output();
                 super::election_hand_over(&$sessions).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn deposed_leader_is_fenced() {
+                loadmgr::testing::log_to_test_output();
                 super::deposed_leader_is_fenced(&$sessions).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn lock_life_cycle() {
+                loadmgr::testing::log_to_test_output();
                 super::lock_life_cycle(&$sessions).await;
             }
         }

@@ -154,10 +154,22 @@ impl LeaderElection {
         }
     }
 
+    /// Stops campaigning and waits until the election task has stopped, leaving the leader node as it is (it
+    /// goes with the session): what a process that stalls or exits without resigning leaves behind. Dropping
+    /// the election only asks the task to stop; a round it is running on another thread may still finish.
+    pub async fn stop(mut self) {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+        self.shared.set(LeaderState::NoLeader);
+    }
+
     /// Stops campaigning and, if leading, deletes the leader node (with its version, so a successor's node
     /// is never touched).
-    pub async fn resign(self) -> Result<()> {
+    pub async fn resign(mut self) -> Result<()> {
+        // The task may be in the middle of an election round on another worker thread: wait until it has
+        // stopped, or it could claim the node again after it was deleted here.
         self.task.abort();
+        let _ = (&mut self.task).await;
         let guard = self.shared.guard.lock().unwrap().take();
         let leading = self.is_leader();
         self.shared.set(LeaderState::NoLeader);

@@ -163,8 +163,11 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> ResourceLock<T> {
     }
 
     /// Releases the lock: deletes the node if it is still this holder's (by version).
-    pub async fn release(self) -> Result<()> {
+    pub async fn release(mut self) -> Result<()> {
+        // The task may be re-claiming the node on another worker thread: wait until it has stopped, or it
+        // could create the node again after it was deleted here.
         self.task.abort();
+        let _ = (&mut self.task).await;
         let guard = self.shared.guard.lock().unwrap().take();
         let was_held = self.is_held();
         self.shared.expired.send_replace(true);
