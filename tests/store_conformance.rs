@@ -72,6 +72,7 @@ macro_rules! conformance_tests {
             case!(sequential_nodes);
             case!(notification_sequence);
             case!(batch_semantics);
+            case!(batch_updates_after_others_wrote);
             case!(session_expiry_restores_ephemerals);
             case!(typed_json_round_trip);
             case!(parents_and_recursive_delete);

@@ -584,6 +584,70 @@ pub async fn notification_sequence(sessions: &dyn Sessions, root: &str) {
     watcher.close().await.unwrap();
 }
 
+/// Unconditional puts in batches report the key's real new version, creation revision and lease after other
+/// sessions wrote, deleted or re-created it between them (a backend that remembers what it last wrote must
+/// notice that it is stale).
+pub async fn batch_updates_after_others_wrote(sessions: &dyn Sessions, root: &str) {
+    let (a, b) = (sessions.open().await, sessions.open().await);
+    let key = format!("{root}/k");
+    let put = |value: &'static str| {
+        let a = a.clone();
+        let key = key.clone();
+        async move {
+            match a.batch(vec![Op::put(&key, value)]).await.unwrap().pop() {
+                Some(OpResult::Put(stat)) => stat,
+                other => panic!("a put answered {other:?}"),
+            }
+        }
+    };
+    let first = put("a-0").await;
+    assert_eq!(first.version, 0);
+    assert_eq!(put("a-1").await.version, 1);
+    // Another session writes in between.
+    let theirs = b
+        .put(&key, b"b-2", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    assert_eq!(theirs.version, 2);
+    let after = put("a-3").await;
+    assert_eq!(after.version, 3);
+    assert_eq!(after.creation_revision, first.creation_revision);
+    assert_eq!(b.get(&key).await.unwrap().unwrap().value, b"a-3");
+    // Deleted and created again by the other session: a new node.
+    b.delete(&key, None).await.unwrap();
+    let again = b
+        .put(&key, b"b-0", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    assert_eq!(again.version, 0);
+    assert_ne!(again.creation_revision, first.creation_revision);
+    let over = put("a-1").await;
+    assert_eq!(over.version, 1);
+    assert_eq!(over.creation_revision, again.creation_revision);
+    assert!(!over.ephemeral);
+    // Replaced by the other session's ephemeral: the update keeps that node, and its owner.
+    b.delete(&key, None).await.unwrap();
+    let eph = b
+        .put(&key, b"b-eph", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap();
+    let kept = put("a-on-eph").await;
+    assert_eq!(kept.version, 1);
+    assert_eq!(kept.creation_revision, eph.creation_revision);
+    assert!(kept.ephemeral && !kept.created_by_self, "{kept:?}");
+    let seen = b.get(&key).await.unwrap().unwrap();
+    assert_eq!(seen.value, b"a-on-eph");
+    assert!(seen.stat.ephemeral && seen.stat.created_by_self);
+    // Gone: the put creates it again.
+    b.delete(&key, None).await.unwrap();
+    let created = put("a-new").await;
+    assert_eq!(created.version, 0);
+    assert!(!created.ephemeral);
+    cleanup(&*a, root).await;
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+}
+
 /// Batches: all-or-nothing, per-op errors, guards.
 pub async fn batch_semantics(sessions: &dyn Sessions, root: &str) {
     let store = sessions.open().await;
