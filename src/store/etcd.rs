@@ -101,9 +101,6 @@ struct Inner {
     notifications: Fanout<Notification>,
     events: Fanout<SessionEvent>,
     ephemerals: Mutex<BTreeMap<String, Vec<u8>>>,
-    /// What this store last wrote or saw of a key (see [`KeyState`]), so a batch can update it without
-    /// asking etcd for the previous key-value.
-    key_states: Mutex<HashMap<String, KeyState>>,
     /// Highest revision seen in any response.
     revision: AtomicI64,
     watch_started: tokio::sync::Mutex<bool>,
@@ -400,14 +397,6 @@ impl Inner {
                 Ok(resp) => {
                     self.seen(resp.header());
                     if let Some(prev) = resp.prev_key() {
-                        self.remember(
-                            path,
-                            KeyState {
-                                version: prev.version() + 1,
-                                creation_revision: prev.create_revision(),
-                                lease: prev.lease(),
-                            },
-                        );
                         let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
                         let lease = self.lease.load(Ordering::SeqCst);
                         if let Some(v) = self.ephemerals.lock().unwrap().get_mut(path) {
@@ -468,10 +457,9 @@ impl Inner {
     async fn run_chunk(&self, ops: &[&Op]) -> Result<Vec<OpResult>> {
         // Existence of unconditional-put keys: unknown at first (optimistic `ignore_lease`).
         let mut known: Option<HashMap<String, bool>> = None;
-        let mut use_remembered = true;
         for attempt in 0..8 {
             let candidate = self.revision.load(Ordering::Relaxed) + 1;
-            let plan = Plan::build(ops, known.as_ref(), candidate, self, use_remembered)?;
+            let plan = Plan::build(ops, known.as_ref(), candidate, self)?;
             let first = ops.first().map(|o| o.path()).unwrap_or("");
             let resp = match self.txn("batch", first, plan.txn.clone()).await {
                 Ok(r) => r,
@@ -485,16 +473,6 @@ impl Inner {
             };
             if resp.succeeded() {
                 return self.decode_success(ops, &plan, &resp);
-            }
-            if plan.remembered.iter().any(Option::is_some) {
-                // Someone else changed a remembered key (or another guard failed): the full way, at once.
-                for (i, state) in plan.remembered.iter().enumerate() {
-                    if state.is_some() {
-                        self.forget(&plan.keys[i]);
-                    }
-                }
-                use_remembered = false;
-                continue;
             }
             match self.diagnose(ops, &plan, &resp)? {
                 Retry::Replan => {
@@ -567,40 +545,21 @@ impl Inner {
                 (Op::Check(_), _) => out.push(OpResult::Check),
                 (Op::Delete { path, .. }, Some(_)) => {
                     eph.remove(path.as_str());
-                    self.forget(path);
                     out.push(OpResult::Delete);
                 }
                 (Op::Put { value, options, .. }, Some(at)) => {
                     let key = &plan.keys[i];
-                    let lease = self.lease.load(Ordering::SeqCst);
-                    let (stat, key_lease) = if let Some(state) = plan.remembered[i] {
-                        (
-                            Stat {
-                                path: key.clone(),
-                                version: state.version,
-                                creation_revision: state.creation_revision,
-                                modification_revision: revision,
-                                created_ms: 0,
-                                modified_ms: 0,
-                                ephemeral: state.lease != 0,
-                                created_by_self: state.lease != 0 && state.lease == lease,
-                            },
-                            state.lease,
-                        )
-                    } else if plan.created[i] {
-                        (
-                            Stat {
-                                path: key.clone(),
-                                version: 0,
-                                creation_revision: revision,
-                                modification_revision: revision,
-                                created_ms: 0,
-                                modified_ms: 0,
-                                ephemeral: options.ephemeral,
-                                created_by_self: options.ephemeral,
-                            },
-                            if options.ephemeral { lease } else { 0 },
-                        )
+                    let stat = if plan.created[i] {
+                        Stat {
+                            path: key.clone(),
+                            version: 0,
+                            creation_revision: revision,
+                            modification_revision: revision,
+                            created_ms: 0,
+                            modified_ms: 0,
+                            ephemeral: options.ephemeral,
+                            created_by_self: options.ephemeral,
+                        }
                     } else {
                         let prev = match responses.get(*at) {
                             Some(TxnOpResponse::Put(p)) => p.prev_key().cloned(),
@@ -610,28 +569,18 @@ impl Inner {
                             backend: "etcd",
                             message: format!("no previous value of {key} in the txn answer"),
                         })?;
-                        (
-                            Stat {
-                                path: key.clone(),
-                                version: prev.version(),
-                                creation_revision: prev.create_revision(),
-                                modification_revision: revision,
-                                created_ms: 0,
-                                modified_ms: 0,
-                                ephemeral: prev.lease() != 0,
-                                created_by_self: prev.lease() != 0 && prev.lease() == lease,
-                            },
-                            prev.lease(),
-                        )
+                        let lease = self.lease.load(Ordering::SeqCst);
+                        Stat {
+                            path: key.clone(),
+                            version: prev.version(),
+                            creation_revision: prev.create_revision(),
+                            modification_revision: revision,
+                            created_ms: 0,
+                            modified_ms: 0,
+                            ephemeral: prev.lease() != 0,
+                            created_by_self: prev.lease() != 0 && prev.lease() == lease,
+                        }
                     };
-                    self.remember(
-                        key,
-                        KeyState {
-                            version: stat.version + 1,
-                            creation_revision: stat.creation_revision,
-                            lease: key_lease,
-                        },
-                    );
                     if plan.created[i] && options.ephemeral {
                         eph.insert(key.clone(), value.clone());
                     } else if let Some(v) = eph.get_mut(key.as_str()) {
@@ -921,38 +870,6 @@ enum Retry {
     Sequence,
 }
 
-/// A key as this store last left it: etcd's version (1 for a new key), creation revision and lease.
-///
-/// An unconditional put in a batch must report the key's new version and keep its lease. Asking etcd for the
-/// previous key-value does both but makes the server read the old value from disk and send it back, which
-/// costs about a fifth of the batch throughput. When this store knows the key's state it instead guards the
-/// put with `version == v && create_revision == c` (answered from etcd's in-memory index) and derives the new
-/// stat; if anyone else wrote, deleted or re-created the key meanwhile, the guard fails and the batch is sent
-/// again the full way. A stale entry therefore costs a round trip, never a wrong answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct KeyState {
-    version: i64,
-    creation_revision: i64,
-    lease: i64,
-}
-
-/// Entries kept at most; the map is emptied when full (the next write of each key goes the full way).
-const MAX_KEY_STATES: usize = 65_536;
-
-impl Inner {
-    fn remember(&self, key: &str, state: KeyState) {
-        let mut states = self.key_states.lock().unwrap();
-        if states.len() >= MAX_KEY_STATES && !states.contains_key(key) {
-            states.clear();
-        }
-        states.insert(key.to_owned(), state);
-    }
-
-    fn forget(&self, key: &str) {
-        self.key_states.lock().unwrap().remove(key);
-    }
-}
-
 /// A txn built from ops, with where each op's results sit.
 struct Plan {
     txn: Txn,
@@ -967,9 +884,6 @@ struct Plan {
     /// Whether each put creates its key (else it updates it, keeping its lease, and returns the previous
     /// key-value, from which the new stat follows).
     created: Vec<bool>,
-    /// For updates guarded by a remembered [`KeyState`] instead of returning the previous key-value: that
-    /// state.
-    remembered: Vec<Option<KeyState>>,
 }
 
 impl Plan {
@@ -978,7 +892,6 @@ impl Plan {
         known: Option<&HashMap<String, bool>>,
         candidate: i64,
         inner: &Inner,
-        use_remembered: bool,
     ) -> Result<Plan> {
         let keys_only = || Some(GetOptions::new().with_keys_only());
         let mut compares = Vec::new();
@@ -989,26 +902,7 @@ impl Plan {
         let mut failure_index = Vec::with_capacity(ops.len());
         let mut assumed_exists = Vec::with_capacity(ops.len());
         let mut created = vec![false; ops.len()];
-        let mut remembered = vec![None; ops.len()];
-        // The remembered states of the batch's unconditional updates (only on a first plan: a replan knows
-        // which keys exist and goes the full way).
-        let states: HashMap<&str, KeyState> = if use_remembered && known.is_none() {
-            let all = inner.key_states.lock().unwrap();
-            ops.iter()
-                .filter_map(|op| match op {
-                    Op::Put {
-                        path,
-                        expected_version: None,
-                        options,
-                        ..
-                    } if !options.sequential => all.get(path.as_str()).map(|s| (path.as_str(), *s)),
-                    _ => None,
-                })
-                .collect()
-        } else {
-            HashMap::new()
-        };
-        for (index, op) in ops.iter().enumerate() {
+        for op in ops {
             let mut assumed = None;
             match op {
                 Op::Check(g) => {
@@ -1110,27 +1004,7 @@ impl Plan {
                         }
                         (None, false) => match known.and_then(|k| k.get(path.as_str())) {
                             None => {
-                                match states.get(path.as_str()) {
-                                    Some(state) => {
-                                        compares.push(Compare::version(
-                                            path.as_str(),
-                                            CompareOp::Equal,
-                                            state.version,
-                                        ));
-                                        compares.push(Compare::create_revision(
-                                            path.as_str(),
-                                            CompareOp::Equal,
-                                            state.creation_revision,
-                                        ));
-                                        then.push(TxnOp::put(
-                                            path.as_str(),
-                                            value.clone(),
-                                            Some(PutOptions::new().with_ignore_lease()),
-                                        ));
-                                        remembered[index] = Some(*state);
-                                    }
-                                    None => then.push(keep_put()),
-                                }
+                                then.push(keep_put());
                                 None
                             }
                             Some(true) => {
@@ -1188,7 +1062,6 @@ impl Plan {
             failure_index,
             assumed_exists,
             created,
-            remembered,
         })
     }
 }
@@ -1367,7 +1240,6 @@ impl EtcdStore {
             notifications: Fanout::default(),
             events: Fanout::default(),
             ephemerals: Mutex::new(BTreeMap::new()),
-            key_states: Mutex::new(HashMap::new()),
             revision: AtomicI64::new(0),
             watch_started: tokio::sync::Mutex::new(false),
             connected: AtomicBool::new(true),
