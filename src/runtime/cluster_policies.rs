@@ -116,37 +116,30 @@ mod tests {
     #[tokio::test]
     async fn reads_pulsar_shapes_and_skips_what_is_broken() {
         let store: DynStore = Arc::new(MemoryStore::new());
-        // What `pulsar-admin ns-isolation-policy set` writes (Jackson, snake_case keys).
-        store
-            .put(
+        let nodes: [(&str, &[u8]); 3] = [
+            // What `pulsar-admin ns-isolation-policy set` writes (Jackson, snake_case keys).
+            (
                 "/admin/clusters/c1/namespaceIsolationPolicies",
                 br#"{"p1":{"namespaces":["tenant/ns-.*"],"primary":["broker-[12]"],"secondary":["broker-3"],
                      "auto_failover_policy":{"policy_type":"min_available","parameters":{"min_limit":"2","usage_threshold":"80"}}},
                      "bad-regex":{"namespaces":["("],"primary":[]},
                      "bad-limit":{"namespaces":["x/y"],"auto_failover_policy":{"parameters":{"min_limit":"many"}}}}"#,
-                None,
-                CreateOptions::PERSISTENT,
-            )
-            .await
-            .unwrap();
-        store
-            .put(
+            ),
+            (
                 "/admin/clusters/c1/failureDomain/rack-a",
                 br#"{"brokers":["broker-1:8080","broker-2:8080"]}"#,
-                None,
-                CreateOptions::PERSISTENT,
-            )
-            .await
-            .unwrap();
-        store
-            .put(
+            ),
+            (
                 "/admin/clusters/c1/failureDomain/rack-b",
                 br#"{"brokers":"broker-3:8080"}"#,
-                None,
-                CreateOptions::PERSISTENT,
-            )
-            .await
-            .unwrap();
+            ),
+        ];
+        for (path, value) in nodes {
+            store
+                .put(path, value, None, CreateOptions::PERSISTENT)
+                .await
+                .unwrap();
+        }
         let data = read_cluster_policies(&store, "c1").await.unwrap();
         assert_eq!(data.isolation.keys().collect::<Vec<_>>(), ["p1"]);
         assert_eq!(data.isolation_policies()[0].min_limit, 2);
