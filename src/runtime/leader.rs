@@ -486,6 +486,23 @@ impl Leader {
     }
 
     /// Maps a store error: fenced or closed stops the loop, anything else is logged.
+    /// Deletes a node the flush wrote (fenced by leadership); one already gone counts as deleted. `true` when
+    /// it is gone now, `false` after a soft error (tried again at the next flush).
+    async fn delete_flushed(&mut self, path: &str, why: &str) -> Step<bool> {
+        match self
+            .election
+            .fenced_batch(vec![Op::delete(path.to_owned())])
+            .await
+        {
+            Ok(_) | Err(Error::NotFound { .. }) => {
+                self.flushed.remove(path);
+                tracing::info!(leader = %self.id, "deleted {path}: {why}");
+                Ok(true)
+            }
+            Err(e) => self.soft(e, &format!("deleting {path}")).map(|()| false),
+        }
+    }
+
     fn soft(&self, e: Error, what: &str) -> Step {
         match e {
             Error::Fenced { .. } => Err(Stop::Fenced),
@@ -1508,33 +1525,22 @@ impl Leader {
             .cloned()
             .collect();
         for b in gone_brokers {
-            let path = paths::time_average(&b);
-            match self
-                .election
-                .fenced_batch(vec![Op::delete(path.clone())])
-                .await
+            if self
+                .delete_flushed(&paths::time_average(&b), "the broker is gone")
+                .await?
             {
-                Ok(_) | Err(Error::NotFound { .. }) => {
-                    self.stored_time_averages.remove(&b);
-                    self.flushed.remove(&path);
-                    tracing::info!(leader = %self.id, "deleted {path}: the broker is gone");
-                }
-                Err(e) => self.soft(e, "deleting a time average")?,
+                self.stored_time_averages.remove(&b);
             }
         }
         for b in gone_bundles {
-            let path = paths::bundle_data(&b);
-            match self
-                .election
-                .fenced_batch(vec![Op::delete(path.clone())])
-                .await
+            if self
+                .delete_flushed(
+                    &paths::bundle_data(&b),
+                    "no broker serves the bundle and none is assigned it",
+                )
+                .await?
             {
-                Ok(_) | Err(Error::NotFound { .. }) => {
-                    self.stored_bundle_data.remove(&b);
-                    self.flushed.remove(&path);
-                    tracing::info!(leader = %self.id, "deleted {path}: no broker serves the bundle and none is assigned it");
-                }
-                Err(e) => self.soft(e, "deleting bundle data")?,
+                self.stored_bundle_data.remove(&b);
             }
         }
         Ok(())
