@@ -252,7 +252,11 @@ impl Inner {
         let next = (from + 1) % self.endpoints.len();
         match connect_endpoint(&self.endpoints[next], &self.options, self.attempt_timeout()).await {
             Ok(client) => {
-                tracing::info!(from = %self.endpoints[from], to = %self.endpoints[next], "etcd: switching endpoint");
+                if next == from {
+                    tracing::info!(endpoint = %self.endpoints[next], "etcd: reconnected");
+                } else {
+                    tracing::info!(from = %self.endpoints[from], to = %self.endpoints[next], "etcd: switching endpoint");
+                }
                 *self.conn.lock().unwrap() = Conn {
                     index: next,
                     dial: dial + 1,
@@ -1285,9 +1289,8 @@ async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
         let Ok(conn) = inner.conn() else { return };
         // One keep-alive stream, and on its failure an endpoint switch and a pause, raced against the
         // session's deadline.
-        let granted_ttl = ttl;
         let attempt = async {
-            match keep_alive(&inner, conn.clone(), lease, period, &renewed, granted_ttl).await {
+            match keep_alive(&inner, conn.clone(), lease, period, &renewed).await {
                 KeepAlive::Disconnected(reason) => {
                     if inner.connected.swap(false, Ordering::SeqCst) {
                         tracing::warn!(store = %inner.address(), "keep-alive failed: {reason}");
@@ -1366,23 +1369,15 @@ enum KeepAlive {
 }
 
 /// Runs a keep-alive stream on one connection until it fails. `renewed` is moved to the send time of every
-/// request the server answers with a live lease.
+/// request the server answers with a live lease; whether a failure has cost the session is decided by the
+/// caller's deadline on `renewed`, not here.
 async fn keep_alive(
     inner: &Inner,
     conn: Conn,
     lease: i64,
     period: Duration,
     renewed: &Mutex<Instant>,
-    ttl: i64,
 ) -> KeepAlive {
-    let check_expired = |reason: String| {
-        let since = renewed.lock().unwrap().elapsed();
-        if since >= lost_after(ttl) {
-            KeepAlive::Lost(format!("no renewal acknowledged for {since:?}: {reason}"))
-        } else {
-            KeepAlive::Disconnected(reason)
-        }
-    };
     let mut client = conn.client;
     let sent = Instant::now();
     let opened = tokio::time::timeout(period, client.lease_keep_alive(lease)).await;
@@ -1391,11 +1386,11 @@ async fn keep_alive(
         Ok(Err(e)) => {
             return match classify(e, "keep-alive", &inner.endpoints[conn.index]) {
                 Failure::Fatal(Error::SessionLost { reason }) => KeepAlive::Lost(reason),
-                Failure::Fatal(e) => check_expired(e.to_string()),
-                Failure::NotSent(r) | Failure::Ambiguous(r) => check_expired(r),
+                Failure::Fatal(e) => KeepAlive::Disconnected(e.to_string()),
+                Failure::NotSent(r) | Failure::Ambiguous(r) => KeepAlive::Disconnected(r),
             }
         }
-        Err(_) => return check_expired("keep-alive stream did not open".into()),
+        Err(_) => return KeepAlive::Disconnected("keep-alive stream did not open".into()),
     };
     // Opening the stream sent one keep-alive and waited for an answer with a live lease.
     *renewed.lock().unwrap() = sent;
@@ -1413,7 +1408,7 @@ async fn keep_alive(
         }
         let sent = Instant::now();
         if let Err(e) = keeper.keep_alive().await {
-            return check_expired(e.to_string());
+            return KeepAlive::Disconnected(e.to_string());
         }
         match tokio::time::timeout(period, stream.message()).await {
             Ok(Ok(Some(resp))) if resp.ttl() > 0 => {
@@ -1422,9 +1417,9 @@ async fn keep_alive(
             Ok(Ok(Some(_))) => {
                 return KeepAlive::Lost("the server reports the lease expired".into())
             }
-            Ok(Ok(None)) => return check_expired("keep-alive stream ended".into()),
-            Ok(Err(e)) => return check_expired(e.to_string()),
-            Err(_) => return check_expired("no keep-alive answer".into()),
+            Ok(Ok(None)) => return KeepAlive::Disconnected("keep-alive stream ended".into()),
+            Ok(Err(e)) => return KeepAlive::Disconnected(e.to_string()),
+            Err(_) => return KeepAlive::Disconnected("no keep-alive answer".into()),
         }
     }
 }
