@@ -106,6 +106,7 @@ pub mod load_data;
 pub mod placement;
 pub mod plan;
 pub mod policies;
+pub mod random;
 pub mod shedding;
 pub mod snapshot;
 pub mod split;

@@ -39,6 +39,7 @@ use crate::bundle::{
 use crate::config::Settings;
 use crate::coordination::LeaderElection;
 use crate::core::placement::{assign_bundle, select_broker, PlacementContext};
+use crate::core::random::{stream_rng, Stream};
 use crate::core::split::find_bundles_to_split;
 use crate::core::{
     run_shedding_cycle, ClusterPolicies, LoadData, NamespacePolicy, StoredSeeds, Strategies,
@@ -49,7 +50,6 @@ use crate::model::{
     BundleData, LocalBrokerData, NamespaceEphemeralData, ResourceQuota, TimeAverageBrokerData,
 };
 use crate::paths;
-use crate::sim::model::{stream_rng, Stream};
 use crate::store::{
     CreateOptions, Error, MetadataStoreExt, NotificationType, Op, OpResult, Stat, CREATE_ONLY,
 };

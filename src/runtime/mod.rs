@@ -110,7 +110,7 @@
 //! `tokio::time::pause()` (the tests do). Randomness is the simulator's: with the seed [`AgentOptions::seed`] or
 //! `loadmgrRandomSeed` (default 0), the k-th shedding tick of a leader's term (deferred ones included) draws from
 //! `stream_rng(seed, Shedding, k)` and its n-th placement from `stream_rng(seed, Assignment, n)`
-//! ([`crate::sim::model::stream_rng`]); report checks start at a phase drawn from the seed and the broker id.
+//! ([`crate::core::random::stream_rng`]); report checks start at a phase drawn from the seed and the broker id.
 //! The same seed and inputs give the same decisions. At one instant the leader handles notifications (reports
 //! first) before the flush, and the flush before the shedding tick — never in a random order.
 //!

@@ -16,9 +16,9 @@
 use std::fmt;
 
 use crate::config::{LoadManagerKind, Settings, ShedderKind};
+use crate::core::random::{unit, Stream};
 use crate::core::weighted_usage4;
 use crate::model::{LocalBrokerData, SystemResourceUsage};
-use crate::sim::model::{unit, Stream};
 
 /// Pulsar's `percentChange(old, new)`: 0 when both are 0, +∞ when only `old` is 0, else
 /// `100 × |old − new| / old`.

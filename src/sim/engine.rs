@@ -63,13 +63,14 @@ use serde::Serialize;
 
 use super::leader::Leader;
 use super::metrics::{Metrics, MoveRecord, Recorder, ReportRecord};
-use super::model::{noise, score, Rates};
+use super::model::{score, Rates};
 use super::world::{Spike, World, WorldEvent};
 use crate::bundle::{
     parse_hash, split_bundle, BundleRange, NamespaceBundles, SplitInput, SplitOutcome, TopicName,
     TopicTraffic,
 };
 use crate::config::{PlacementKind, Settings, ShedderKind};
+use crate::core::random::noise;
 use crate::core::split::SplitTopics;
 use crate::core::{
     weights4, ClusterPolicies, LoadData, NamespacePolicy, SplitDecision, StoredSeeds,

@@ -77,15 +77,15 @@
 //!
 //! Time is passed in (`now`, epoch ms). Randomness is injected: the k-th shedding cycle of a leader's term
 //! draws from `stream_rng(seed, Stream::Shedding, k)` and the n-th assignment from
-//! `stream_rng(seed, Stream::Assignment, n)` (see [`super::model::stream_rng`]); counters continue across
+//! `stream_rng(seed, Stream::Assignment, n)` (see [`crate::core::random::stream_rng`]); counters continue across
 //! leadership changes of one run, so a run is a function of its seed.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::model::{stream_rng, Stream};
 use crate::bundle::NamespaceBundles;
 use crate::config::Settings;
 use crate::core::placement::assign_bundle;
+use crate::core::random::{stream_rng, Stream};
 use crate::core::split::{find_bundles_to_split, SplitTopics};
 use crate::core::{
     run_shedding_cycle, Assignment, ClusterPolicies, LoadData, Plan, Skipped, StoredSeeds,

@@ -33,7 +33,7 @@
 //! # Determinism
 //!
 //! A run is a function of its world, settings and seed: time is virtual, every random draw comes from a stream
-//! seeded by `(seed, stream, index)` ([`model::stream_rng`]), iteration is over ordered maps or vectors, and
+//! seeded by `(seed, stream, index)` ([`crate::core::random::stream_rng`]), iteration is over ordered maps or vectors, and
 //! runs share nothing, so the thread that runs them does not matter. Only the wall-clock fields
 //! (`decisionMicrosPerCycle`, `wallSeconds`, `simulatedCyclesPerSecond`) vary.
 

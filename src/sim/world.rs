@@ -6,13 +6,14 @@ use std::collections::BTreeMap;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use super::model::{stream_rng, Capacity, CostModel, Rates, Stream};
+use super::model::{Capacity, CostModel, Rates};
 use super::scenario::{BundleHistory, Distribution, Event, InitialPlacement, Scenario};
 use super::SimError;
 use crate::bundle::{
     BundleName, BundleRange, NamespaceBundles, FULL_LOWER_BOUND, FULL_UPPER_BOUND,
 };
 use crate::core::is_system_service_bundle;
+use crate::core::random::{stream_rng, Stream};
 use crate::core::snapshot::Snapshot;
 use crate::model::BundleData;
 
