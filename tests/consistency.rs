@@ -30,10 +30,10 @@ use std::time::Duration;
 
 use loadmgr::bundle::NamespaceBundles;
 use loadmgr::config::{Settings, ShedderKind};
+use loadmgr::core::report_rules::{report_check_phase_ms, ReportFigures};
 use loadmgr::model::{LocalBrokerData, NamespaceEphemeralData, SystemResourceUsage};
 use loadmgr::paths;
 use loadmgr::runtime::identity::owner_of;
-use loadmgr::runtime::reporter::{report_check_phase_ms, ReportFigures};
 use loadmgr::runtime::{
     admin, intervals, AgentOptions, AssignmentCause, AssignmentState, BrokerAgent, BrokerHost,
     BrokerIdentity, BundleAssignment, Clock, SyntheticHost, SyntheticProfile,

@@ -107,6 +107,7 @@ pub mod placement;
 pub mod plan;
 pub mod policies;
 pub mod random;
+pub mod report_rules;
 pub mod shedding;
 pub mod snapshot;
 pub mod split;

@@ -15,9 +15,6 @@ use super::host_usage::LinuxHostUsage;
 use super::identity::BrokerIdentity;
 use super::ownership::{OwnershipCommand, OwnershipTask};
 use super::records::{AdminRequest, RequestOp, RequestResponse};
-use super::reporter::{
-    extensible_reporting, forced_report_reason, report_check_phase_ms, report_update_reason,
-};
 use super::requests::{self, LookupResult};
 use super::{intervals, RuntimeError};
 use crate::bundle::{
@@ -25,6 +22,9 @@ use crate::bundle::{
 };
 use crate::config::Settings;
 use crate::coordination::{LeaderElection, LeaderState, ResourceLock};
+use crate::core::report_rules::{
+    extensible_reporting, forced_report_reason, report_check_phase_ms, report_update_reason,
+};
 use crate::model::{LocalBrokerData, NamespaceEphemeralData, TimeAverageBrokerData};
 use crate::paths;
 use crate::store::{

@@ -11,10 +11,10 @@
 //!   `LocalBrokerData` at `/loadbalance/brokers/<host:port>` (with `loadManagerClassName`, so Pulsar 3.0+
 //!   leaders accept it), re-acquired if lost; a zero `TimeAverageBrokerData` written if none exists; every
 //!   `loadBalancerReportUpdateMinIntervalMillis` (from a phase seeded by the seed and the broker id,
-//!   [`reporter::report_check_phase_ms`]) the host's bundle stats and usage are folded in and the report is
-//!   written when [`reporter::report_update_reason`] says so (§6.1) — and, when the extensible load manager or
-//!   TransferShedder is configured, also when [`reporter::forced_report_reason`] does (the bundle set changed;
-//!   `loadBalanceSheddingDelayInSeconds` after the last loss) — never while disconnected;
+//!   [`report_rules::report_check_phase_ms`]) the host's bundle stats and usage are folded in and the report is
+//!   written when [`report_rules::report_update_reason`] says so (§6.1) — and, when the extensible load manager
+//!   or TransferShedder is configured, also when [`report_rules::forced_report_reason`] does (the bundle set
+//!   changed; `loadBalanceSheddingDelayInSeconds` after the last loss) — never while disconnected;
 //! * **host usage** — the host's own figures, or [`host_usage::LinuxHostUsage`] sampled every
 //!   `loadBalancerHostUsageCheckIntervalMinutes`;
 //! * **ownership** — acquires and releases bundles as the assignment records say (below);
@@ -120,7 +120,7 @@
 //! in-memory store under paused time (synthetic hosts with the simulator's cost model, `costModel`), and
 //! asserts the same written reports at the same instants, the same shedding moves in the same cycles and the
 //! same final owners, for every shedding strategy. What makes that hold is shared code, not copies — the report
-//! rules, check phase and extensible forced writes ([`reporter`]), the periods ([`intervals`]), the cost model
+//! rules, check phase and extensible forced writes ([`crate::core::report_rules`]), the periods ([`intervals`]), the cost model
 //! ([`synthetic`]), the random streams and the order of same-instant work (above) — and the sequence the
 //! simulator's leader documents ([`crate::sim::leader`], "Consistency with the runtime", which also lists where
 //! the two still differ: cycles deferred until the last moves are reported (below), preallocation of moved
@@ -148,12 +148,14 @@ pub mod monitor;
 pub mod namespaces;
 mod ownership;
 pub mod records;
-pub mod reporter;
 pub mod requests;
 pub mod snapshot;
 pub mod synthetic;
 
 use std::time::Duration;
+
+#[cfg(doc)]
+use crate::core::report_rules;
 
 pub use agent::{AgentMetrics, AgentOptions, BrokerAgent, LookupClient};
 pub use clock::Clock;

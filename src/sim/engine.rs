@@ -10,11 +10,11 @@
 //!
 //! * **Brokers** check their report every `loadBalancerReportUpdateMinIntervalMillis` (5 s) — first at start,
 //!   then after a phase seeded by the run's seed and the broker id
-//!   ([`crate::runtime::reporter::report_check_phase_ms`], the runtime's rule too), then every period — and
+//!   ([`crate::core::report_rules::report_check_phase_ms`], the runtime's rule too), then every period — and
 //!   write it when Pulsar's `needBrokerDataUpdate` says so: first report at start, more than
 //!   `loadBalancerReportUpdateMaxIntervalMinutes` since the last write, or a change above
 //!   `loadBalancerReportUpdateThresholdPercentage` of msg rate, throughput, bundle count or 100 × the
-//!   four-weight usage `W` ([`crate::runtime::reporter::update_trigger`], the rule the runtime's reporter
+//!   four-weight usage `W` ([`crate::core::report_rules::update_trigger`], the rule the runtime's reporter
 //!   applies). Host usage (CPU, NIC) is the mean of the 5-s samples over the last
 //!   `loadBalancerHostUsageCheckIntervalMinutes` (Pulsar measures CPU and NIC counters over that interval;
 //!   with an interval of one check period it is the current usage, as a synthetic host reports it);
@@ -24,7 +24,7 @@
 //!   write: O(its bundles).
 //! * **Extensible reporting** (the extensible load manager or TransferShedder is configured): two more
 //!   writes, traced as `report <broker> forced: <why>`
-//!   ([`crate::runtime::reporter::forced_report_reason`], which the runtime's reporter applies too).
+//!   ([`crate::core::report_rules::forced_report_reason`], which the runtime's reporter applies too).
 //!   1. A broker whose bundle set changed since its last write (a bundle unloaded or split away, or a bundle
 //!      it now owns) writes at its next check. This is what Pulsar's extensible brokers do: their
 //!      `BrokerLoadDataReporter` listens to the service-unit state channel and, on `Releasing` or `Splitting`
@@ -71,16 +71,16 @@ use crate::bundle::{
 };
 use crate::config::{PlacementKind, Settings, ShedderKind};
 use crate::core::random::noise;
+use crate::core::report_rules::{
+    extensible_reporting, forced_report_reason, report_check_phase_ms, update_trigger,
+    weighted_usage, ReportFigures,
+};
 use crate::core::split::SplitTopics;
 use crate::core::{
     weights4, ClusterPolicies, LoadData, NamespacePolicy, SplitDecision, StoredSeeds,
 };
 use crate::model::{LocalBrokerData, ResourceWeights, SystemResourceUsage};
 use crate::runtime::intervals;
-use crate::runtime::reporter::{
-    extensible_reporting, forced_report_reason, report_check_phase_ms, update_trigger,
-    weighted_usage, ReportFigures,
-};
 
 /// Metric sample period, ms.
 pub const SAMPLE_MS: i64 = 5_000;

@@ -41,7 +41,7 @@
 //! bundle, source, destination, in order), and end with the same owners, for every shedding strategy. The two
 //! are held together by shared code, not by copies:
 //!
-//! * **Reports** — [`crate::runtime::reporter`]: the update rule ([`update_trigger`] over [`ReportFigures`],
+//! * **Reports** — [`crate::core::report_rules`]: the update rule ([`update_trigger`] over [`ReportFigures`],
 //!   `W` by [`weighted_usage`]), extensible reporting ([`forced_report_reason`]) and the check phase
 //!   ([`report_check_phase_ms`]: first report at start, first check a phase seeded by the seed and the broker id
 //!   later, then every period).
@@ -86,16 +86,16 @@ use crate::bundle::NamespaceBundles;
 use crate::config::Settings;
 use crate::core::placement::assign_bundle;
 use crate::core::random::{stream_rng, Stream};
+#[cfg(doc)]
+use crate::core::report_rules::{
+    forced_report_reason, report_check_phase_ms, update_trigger, weighted_usage, ReportFigures,
+};
 use crate::core::split::{find_bundles_to_split, SplitTopics};
 use crate::core::{
     run_shedding_cycle, Assignment, ClusterPolicies, LoadData, Plan, Skipped, StoredSeeds,
     Strategies,
 };
 use crate::model::{BundleData, LocalBrokerData};
-#[cfg(doc)]
-use crate::runtime::reporter::{
-    forced_report_reason, report_check_phase_ms, update_trigger, weighted_usage, ReportFigures,
-};
 
 /// What a flush wrote.
 #[derive(Debug, Clone, PartialEq, Default)]

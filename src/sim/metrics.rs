@@ -97,7 +97,7 @@ pub struct ReportRecord {
     /// The host usage it carries.
     pub usage: crate::model::SystemResourceUsage,
     /// Its totals, bundle count and `W`, as the update rule compares them.
-    pub figures: crate::runtime::reporter::ReportFigures,
+    pub figures: crate::core::report_rules::ReportFigures,
 }
 
 /// Counts ping-pong moves in a trace sorted by time: a move of bundle X to broker B at `t` counts when a move

@@ -46,7 +46,7 @@
 //! by tombstoning its data on `Releasing`/`Splitting` as source and `Owned` as destination), and (2) write at
 //! their first check at least `loadBalanceSheddingDelayInSeconds` after they last lost a bundle (loadmgr's
 //! rule: data produced after the delay ends the cool-down). Both reporters do: the live agent's
-//! ([`crate::runtime::reporter::forced_report_reason`]) and the simulator's ([`crate::sim::engine`]), with the
+//! ([`crate::core::report_rules::forced_report_reason`]) and the simulator's ([`crate::sim::engine`]), with the
 //! same rule.
 //!
 //! Transferability (`isTransferable`): bundles of namespaces with isolation policies or an anti-affinity group

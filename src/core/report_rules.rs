@@ -1,8 +1,8 @@
 //! When a broker rewrites its report (`reference/pulsar-formats.md` §6.1, `needBrokerDataUpdate`), and the two
 //! extra writes of extensible reporting.
 //!
-//! The rules are pure functions shared by the live reporter ([`super::BrokerAgent`]) and the simulator's
-//! ([`crate::sim::engine`]), so both write the same reports at the same checks:
+//! The rules are pure functions shared by the live reporter ([`crate::runtime::BrokerAgent`]) and the
+//! simulator's ([`crate::sim::engine`]), so both write the same reports at the same checks:
 //!
 //! * [`update_trigger`] — Pulsar's rule over the [`ReportFigures`] of the last written and the current report;
 //! * [`forced_report_reason`] — with [`extensible_reporting`] (the extensible load manager or TransferShedder is
