@@ -35,8 +35,8 @@ use loadmgr::model::{LocalBrokerData, NamespaceEphemeralData, SystemResourceUsag
 use loadmgr::paths;
 use loadmgr::runtime::identity::owner_of;
 use loadmgr::runtime::{
-    admin, intervals, AgentOptions, AssignmentCause, AssignmentState, BrokerAgent, BrokerHost,
-    BrokerIdentity, BundleAssignment, Clock, SyntheticHost, SyntheticProfile,
+    admin, AgentOptions, AssignmentCause, AssignmentState, BrokerAgent, BrokerHost, BrokerIdentity,
+    BundleAssignment, Clock, SyntheticHost, SyntheticProfile,
 };
 use loadmgr::sim::engine::{run, RunOptions, RunResult};
 use loadmgr::sim::model::{Capacity, CostModel, Rates};
@@ -210,7 +210,7 @@ struct Outcome {
 }
 
 fn shedding_ms(settings: &Settings) -> i64 {
-    intervals::shedding(settings).as_millis() as i64
+    settings.shedding_interval().as_millis() as i64
 }
 
 fn simulate(world: &World, settings: &Settings, seed: u64) -> RunResult {
@@ -486,7 +486,7 @@ fn assert_same<T: PartialEq + std::fmt::Debug>(what: &str, sim: &[T], runtime: &
 fn check_the_scenario(r: &RunResult, settings: &Settings) {
     // Nothing at the last instant, and no report check at the instant of a shedding tick or of a move's end
     // (those are on the 5-s grid from the start; checks are a phase of 1 to 4999 ms off it).
-    let period = intervals::report_check(settings).as_millis() as i64;
+    let period = settings.report_check_interval().as_millis() as i64;
     assert_eq!(shedding_ms(settings) % period, 0);
     assert_eq!(MOVE_MS % period, 0);
     assert_ne!(RUN_MS % period, 0);

@@ -16,7 +16,7 @@ use super::identity::BrokerIdentity;
 use super::ownership::{OwnershipCommand, OwnershipTask};
 use super::records::{AdminRequest, RequestOp, RequestResponse};
 use super::requests::{self, LookupResult};
-use super::{intervals, RuntimeError};
+use super::RuntimeError;
 use crate::bundle::{
     format_hash, split_bundle, BundleName, SplitAlgorithm, SplitInput, SplitOutcome, TopicName,
 };
@@ -426,7 +426,7 @@ impl HostUsage {
         let Some(s) = self.sampler.as_mut() else {
             return Default::default();
         };
-        let every = intervals::host_usage(&sh.settings());
+        let every = sh.settings().host_usage_interval();
         let now = tokio::time::Instant::now();
         if self
             .last_sample
@@ -457,7 +457,7 @@ async fn report_loop(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut written = report.clone();
-    let first = intervals::report_check(&sh.settings());
+    let first = sh.settings().report_check_interval();
     let phase = report_check_phase_ms(sh.seed, &sh.broker_id, first.as_millis() as i64);
     let mut due = registered_at + Duration::from_millis(phase.max(0) as u64);
     loop {
@@ -473,11 +473,11 @@ async fn report_loop(
             }
         }
         let settings = sh.settings();
-        due += intervals::report_check(&settings);
+        due += settings.report_check_interval();
         let late = tokio::time::Instant::now();
         if due <= late {
             // A check that took longer than the period (a slow store): go on from now rather than catch up.
-            due = late + intervals::report_check(&settings);
+            due = late + settings.report_check_interval();
         }
         report.update(&usage.current(&sh), sh.host.bundle_stats());
         if !sh.store.is_connected() {
@@ -502,7 +502,7 @@ async fn report_loop(
             &written,
             &report,
             now,
-            intervals::report_max(&settings).as_millis() as i64,
+            settings.report_max_interval().as_millis() as i64,
             &settings,
         )
         .or_else(|| {

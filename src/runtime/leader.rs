@@ -31,7 +31,7 @@ use super::records::{
     AdminRequest, AssignmentCause, AssignmentState, BundleAssignment, LeaderStatus, LookupAnswer,
     RequestOp, RequestResponse,
 };
-use super::{intervals, RuntimeError};
+use super::RuntimeError;
 use crate::bundle::{
     format_hash, parse_hash, split_bundle, BundleName, NamespaceName, SplitAlgorithm, SplitInput,
     SplitOutcome, TopicName,
@@ -413,13 +413,13 @@ impl Leader {
         }
         let settings = self.sh.settings();
         let mut flush = tokio::time::interval_at(
-            tokio::time::Instant::now() + intervals::flush(&settings),
-            intervals::flush(&settings),
+            tokio::time::Instant::now() + settings.flush_interval(),
+            settings.flush_interval(),
         );
         flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut shed = tokio::time::interval_at(
-            tokio::time::Instant::now() + intervals::shedding(&settings),
-            intervals::shedding(&settings),
+            tokio::time::Instant::now() + settings.shedding_interval(),
+            settings.shedding_interval(),
         );
         shed.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -1076,8 +1076,8 @@ impl Leader {
             .values()
             .filter(|(r, _)| r.state == AssignmentState::Assigning)
             .count();
-        let overdue = intervals::report_max(settings).as_millis() as i64
-            + intervals::shedding(settings).as_millis() as i64;
+        let overdue = settings.report_max_interval().as_millis() as i64
+            + settings.shedding_interval().as_millis() as i64;
         let load = &self.load;
         self.unsettled.retain(|(bundle, source, dest, at)| {
             let lists = |broker: &str| {

@@ -120,8 +120,9 @@
 //! in-memory store under paused time (synthetic hosts with the simulator's cost model, `costModel`), and
 //! asserts the same written reports at the same instants, the same shedding moves in the same cycles and the
 //! same final owners, for every shedding strategy. What makes that hold is shared code, not copies — the report
-//! rules, check phase and extensible forced writes ([`crate::core::report_rules`]), the periods ([`intervals`]), the cost model
-//! ([`synthetic`]), the random streams and the order of same-instant work (above) — and the sequence the
+//! rules, check phase and extensible forced writes ([`report_rules`]), the periods (the `*_interval` methods of
+//! [`Settings`](crate::config::Settings)), the cost model ([`synthetic`]), the random streams
+//! ([`crate::core::random`]) and the order of same-instant work (above) — and the sequence the
 //! simulator's leader documents ([`crate::sim::leader`], "Consistency with the runtime", which also lists where
 //! the two still differ: cycles deferred until the last moves are reported (below), preallocation of moved
 //! bundles, stream counters across a leadership change, the flush's contents, split-check timing, lookups).
@@ -134,7 +135,8 @@
 //!
 //! The minute-based periods have millisecond overrides, off by default: `loadmgrSheddingIntervalMillis`,
 //! `loadmgrResourceQuotaUpdateIntervalMillis`, `loadmgrHostUsageCheckIntervalMillis`,
-//! `loadmgrReportUpdateMaxIntervalMillis` ([`intervals`]).
+//! `loadmgrReportUpdateMaxIntervalMillis` ([`Settings::shedding_interval`](crate::config::Settings::shedding_interval)
+//! and its siblings).
 
 pub mod admin;
 mod agent;
@@ -223,79 +225,4 @@ pub enum RuntimeError {
     /// A request or argument is not valid.
     #[error("{0}")]
     Invalid(String),
-}
-
-/// The periods the runtime runs at: the minute-based settings, or their millisecond overrides
-/// (`loadmgr*Millis` keys, for tests and demos) when those are above 0.
-pub mod intervals {
-    use std::time::Duration;
-
-    use crate::config::Settings;
-
-    fn pick(ms_override: i64, minutes: i64) -> Duration {
-        if ms_override > 0 {
-            Duration::from_millis(ms_override as u64)
-        } else {
-            Duration::from_secs(minutes.max(1) as u64 * 60)
-        }
-    }
-
-    /// Shedding (and split check) period.
-    pub fn shedding(s: &Settings) -> Duration {
-        pick(
-            s.loadmgr_shedding_interval_millis,
-            s.load_balancer_shedding_interval_minutes as i64,
-        )
-    }
-
-    /// Flush period of bundle data and time averages.
-    pub fn flush(s: &Settings) -> Duration {
-        pick(
-            s.loadmgr_resource_quota_update_interval_millis,
-            s.load_balancer_resource_quota_update_interval_minutes as i64,
-        )
-    }
-
-    /// Host CPU/NIC sampling period.
-    pub fn host_usage(s: &Settings) -> Duration {
-        pick(
-            s.loadmgr_host_usage_check_interval_millis,
-            s.load_balancer_host_usage_check_interval_minutes as i64,
-        )
-    }
-
-    /// A report is written at least this often.
-    pub fn report_max(s: &Settings) -> Duration {
-        pick(
-            s.loadmgr_report_update_max_interval_millis,
-            s.load_balancer_report_update_max_interval_minutes as i64,
-        )
-    }
-
-    /// Report check period (`loadBalancerReportUpdateMinIntervalMillis`, 5 s).
-    pub fn report_check(s: &Settings) -> Duration {
-        Duration::from_millis(s.load_balancer_report_update_min_interval_millis.max(1) as u64)
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn minutes_unless_overridden() {
-            let mut s = Settings::default();
-            assert_eq!(shedding(&s), Duration::from_secs(60));
-            assert_eq!(flush(&s), Duration::from_secs(15 * 60));
-            assert_eq!(report_max(&s), Duration::from_secs(15 * 60));
-            assert_eq!(report_check(&s), Duration::from_millis(5000));
-            s.loadmgr_shedding_interval_millis = 250;
-            s.loadmgr_resource_quota_update_interval_millis = 500;
-            s.loadmgr_host_usage_check_interval_millis = 100;
-            s.loadmgr_report_update_max_interval_millis = 2000;
-            assert_eq!(shedding(&s), Duration::from_millis(250));
-            assert_eq!(flush(&s), Duration::from_millis(500));
-            assert_eq!(host_usage(&s), Duration::from_millis(100));
-            assert_eq!(report_max(&s), Duration::from_millis(2000));
-        }
-    }
 }

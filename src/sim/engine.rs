@@ -5,8 +5,8 @@
 //! report checks, the flush, other leader work (split check, shedding), metric samples; ties by scheduling
 //! order. The runtime's leader keeps the same order (notifications, then the flush, then the shedding tick).
 //!
-//! Periods are the runtime's ([`crate::runtime::intervals`]): the minute-based settings, or their `loadmgr*Millis`
-//! overrides when set.
+//! Periods are the runtime's (the `*_interval` methods of [`Settings`], e.g. [`Settings::shedding_interval`]): the
+//! minute-based settings, or their `loadmgr*Millis` overrides when set.
 //!
 //! * **Brokers** check their report every `loadBalancerReportUpdateMinIntervalMillis` (5 s) — first at start,
 //!   then after a phase seeded by the run's seed and the broker id
@@ -80,7 +80,6 @@ use crate::core::{
     weights4, ClusterPolicies, LoadData, NamespacePolicy, SplitDecision, StoredSeeds,
 };
 use crate::model::{LocalBrokerData, ResourceWeights, SystemResourceUsage};
-use crate::runtime::intervals;
 
 /// Metric sample period, ms.
 pub const SAMPLE_MS: i64 = 5_000;
@@ -318,13 +317,13 @@ struct Sim<'w> {
     seed: u64,
     /// `loadBalancerReportUpdateMinIntervalMillis`, ms.
     check_ms: i64,
-    /// Report checks per host-usage sample ([`intervals::host_usage`] ÷ the check period, at least 1).
+    /// Report checks per host-usage sample ([`Settings::host_usage_interval`] ÷ the check period, at least 1).
     host_every: u64,
-    /// [`intervals::report_max`], ms.
+    /// [`Settings::report_max_interval`], ms.
     report_max_ms: i64,
-    /// [`intervals::shedding`], ms.
+    /// [`Settings::shedding_interval`], ms.
     shed_ms: i64,
-    /// [`intervals::flush`], ms.
+    /// [`Settings::flush_interval`], ms.
     flush_ms: i64,
     queue: BinaryHeap<Item>,
     seq: u64,
@@ -389,7 +388,7 @@ fn mean_usage(sum: &SystemResourceUsage, n: u32) -> SystemResourceUsage {
 impl<'w> Sim<'w> {
     fn new(world: &'w World, options: &RunOptions) -> Self {
         let settings = options.settings.clone();
-        let check_ms = ms(intervals::report_check(&settings));
+        let check_ms = ms(settings.report_check_interval());
         let n_ns = world.namespaces.len();
         let mut bundles = Vec::with_capacity(world.bundles.len());
         let mut by_name = HashMap::with_capacity(world.bundles.len());
@@ -459,10 +458,10 @@ impl<'w> Sim<'w> {
             world,
             weights4: weights4(&settings),
             check_ms,
-            host_every: (ms(intervals::host_usage(&settings)) / check_ms).max(1) as u64,
-            report_max_ms: ms(intervals::report_max(&settings)),
-            shed_ms: ms(intervals::shedding(&settings)),
-            flush_ms: ms(intervals::flush(&settings)),
+            host_every: (ms(settings.host_usage_interval()) / check_ms).max(1) as u64,
+            report_max_ms: ms(settings.report_max_interval()),
+            shed_ms: ms(settings.shedding_interval()),
+            flush_ms: ms(settings.flush_interval()),
             class_name: settings.load_manager_class_name.class_name(),
             extensible_reports: extensible_reporting(&settings),
             settings,
@@ -1297,7 +1296,7 @@ pub fn run(world: &World, options: &RunOptions, progress: Option<&AtomicI64>) ->
         reports,
     } = sim.run(progress);
     let wall = started.elapsed().as_secs_f64();
-    let interval = ms(intervals::shedding(&options.settings)) as f64;
+    let interval = ms(options.settings.shedding_interval()) as f64;
     RunResult {
         scenario: world.name.clone(),
         strategy: options

@@ -45,7 +45,7 @@
 //!   `W` by [`weighted_usage`]), extensible reporting ([`forced_report_reason`]) and the check phase
 //!   ([`report_check_phase_ms`]: first report at start, first check a phase seeded by the seed and the broker id
 //!   later, then every period).
-//! * **Periods** — [`crate::runtime::intervals`] (with the `loadmgr*Millis` overrides) in both.
+//! * **Periods** — the `*_interval` methods of [`Settings`] (with the `loadmgr*Millis` overrides) in both.
 //! * **Cost model** — the synthetic host's `costModel` calls [`super::model::CostModel::usage`]; no noise
 //!   (`noisePoints` 0 in the scenario), and host usage sampled at every check (the host reports its current
 //!   usage).
