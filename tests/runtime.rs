@@ -1276,7 +1276,7 @@ async fn isolation_policies_in_the_store_govern_placement() {
 /// leader answers it too.
 #[tokio::test(start_paused = true)]
 async fn a_request_name_used_again_is_answered_again() {
-    use loadmgr::runtime::records::{AdminRequest, RequestOp};
+    use loadmgr::model::records::{AdminRequest, RequestOp};
     let name = store_name();
     let mut s = settings();
     s.load_balancer_shedding_enabled = false;

@@ -10,6 +10,7 @@ pub mod broker;
 pub mod json;
 pub mod load_report;
 pub mod nodes;
+pub mod records;
 
 use std::fmt;
 use std::str::FromStr;

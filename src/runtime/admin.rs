@@ -9,11 +9,11 @@ use tokio::time::Instant;
 
 use super::leader::parse_report;
 use super::namespaces::{self, NamespaceBundlesInfo};
-use super::records::{BundleAssignment, LeaderStatus, RequestOp, RequestResponse};
 use super::requests::{self, LookupResult};
 use super::RuntimeError;
 use crate::bundle::{BundleName, BundleRange, NamespaceBundles, NamespaceName, TopicName};
 use crate::model::json::to_json_vec;
+use crate::model::records::{BundleAssignment, LeaderStatus, RequestOp, RequestResponse};
 use crate::model::{LeaderBroker, LocalBrokerData};
 use crate::paths;
 use crate::store::{CreateOptions, DynStore, Error, MetadataStoreExt, CREATE_ONLY};

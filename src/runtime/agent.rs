@@ -14,7 +14,6 @@ use super::host::BrokerHost;
 use super::host_usage::LinuxHostUsage;
 use super::identity::BrokerIdentity;
 use super::ownership::{OwnershipCommand, OwnershipTask};
-use super::records::{AdminRequest, RequestOp, RequestResponse};
 use super::requests::{self, LookupResult};
 use super::RuntimeError;
 use crate::bundle::{
@@ -25,6 +24,7 @@ use crate::coordination::{LeaderElection, LeaderState, ResourceLock};
 use crate::core::report_rules::{
     extensible_reporting, forced_report_reason, report_check_phase_ms, report_update_reason,
 };
+use crate::model::records::{AdminRequest, RequestOp, RequestResponse};
 use crate::model::{LocalBrokerData, NamespaceEphemeralData, TimeAverageBrokerData};
 use crate::paths;
 use crate::store::{

@@ -27,10 +27,6 @@ use super::agent::{split_points, AgentShared};
 use super::identity::owner_of;
 use super::namespaces::{read_bundles, NamespaceBundlesInfo};
 use super::ownership::list_bundles;
-use super::records::{
-    AdminRequest, AssignmentCause, AssignmentState, BundleAssignment, LeaderStatus, LookupAnswer,
-    RequestOp, RequestResponse,
-};
 use super::RuntimeError;
 use crate::bundle::{
     format_hash, parse_hash, split_bundle, BundleName, NamespaceName, SplitAlgorithm, SplitInput,
@@ -46,6 +42,10 @@ use crate::core::{
 };
 use crate::model::json::to_json_vec;
 use crate::model::load_report::is_simple_load_report;
+use crate::model::records::{
+    AdminRequest, AssignmentCause, AssignmentState, BundleAssignment, LeaderStatus, LookupAnswer,
+    RequestOp, RequestResponse,
+};
 use crate::model::{
     BundleData, LocalBrokerData, NamespaceEphemeralData, ResourceQuota, TimeAverageBrokerData,
 };

@@ -149,7 +149,6 @@ mod leader;
 pub mod monitor;
 pub mod namespaces;
 mod ownership;
-pub mod records;
 pub mod requests;
 pub mod snapshot;
 pub mod synthetic;
@@ -159,14 +158,14 @@ use std::time::Duration;
 #[cfg(doc)]
 use crate::core::report_rules;
 
+pub use crate::model::records::{
+    AdminRequest, AssignmentCause, AssignmentState, BundleAssignment, LeaderStatus, LookupAnswer,
+    RequestOp, RequestResponse,
+};
 pub use agent::{AgentMetrics, AgentOptions, BrokerAgent, LookupClient};
 pub use clock::Clock;
 pub use host::{BrokerHost, HostError, IdleHost};
 pub use identity::BrokerIdentity;
-pub use records::{
-    AdminRequest, AssignmentCause, AssignmentState, BundleAssignment, LeaderStatus, LookupAnswer,
-    RequestOp, RequestResponse,
-};
 pub use requests::LookupResult;
 pub use synthetic::{SyntheticHost, SyntheticProfile};
 

@@ -27,10 +27,10 @@ use tokio::time::Instant;
 
 use super::agent::AgentShared;
 use super::identity::owner_of;
-use super::records::BundleAssignment;
 use super::RuntimeError;
 use crate::bundle::{BundleName, BundleRange};
 use crate::model::json::to_json_vec;
+use crate::model::records::BundleAssignment;
 use crate::model::NamespaceEphemeralData;
 use crate::paths;
 use crate::store::{

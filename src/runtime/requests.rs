@@ -9,9 +9,9 @@ use tokio::time::Instant;
 
 use super::clock::Clock;
 use super::identity::owner_of;
-use super::records::{AdminRequest, LookupAnswer, RequestOp, RequestResponse};
 use super::RuntimeError;
 use crate::model::json::to_json_vec;
+use crate::model::records::{AdminRequest, LookupAnswer, RequestOp, RequestResponse};
 use crate::model::{LeaderBroker, NamespaceEphemeralData};
 use crate::paths;
 use crate::store::{CreateOptions, DynStore, Error, MetadataStoreExt, Stat};

@@ -8,10 +8,10 @@ use serde_json::{json, Map, Value};
 use super::leader::parse_report;
 use super::namespaces::{list_namespaces, read_bundles};
 use super::ownership::list_bundles;
-use super::records::{AssignmentState, BundleAssignment};
 use super::RuntimeError;
 use crate::bundle::{format_hash, NamespaceName};
 use crate::config::Settings;
+use crate::model::records::{AssignmentState, BundleAssignment};
 use crate::paths;
 use crate::store::DynStore;
 
