@@ -104,9 +104,38 @@ pub fn is_simple_load_report(value: &serde_json::Value) -> bool {
         || value.get("underLoaded").is_some()
 }
 
+/// Reads a broker node as a modular report; `Err` says why it is not one.
+pub fn parse_report(bytes: &[u8]) -> Result<LocalBrokerData, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    if !value.is_object() {
+        return Err(format!("not a JSON object but {value}"));
+    }
+    if is_simple_load_report(&value) {
+        return Err("a Simple load manager LoadReport, not a modular LocalBrokerData".into());
+    }
+    serde_json::from_value(value).map_err(|e| format!("not a LocalBrokerData: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reports_are_checked() {
+        assert!(parse_report(b"{oops").unwrap_err().starts_with("not JSON"));
+        assert!(parse_report(b"[1]")
+            .unwrap_err()
+            .contains("not a JSON object"));
+        assert!(parse_report(br#"{"cpu":{"usage":"high"}}"#)
+            .unwrap_err()
+            .contains("not a LocalBrokerData"));
+        assert!(parse_report(br#"{"underLoaded":true,"allocatedCPU":1}"#)
+            .unwrap_err()
+            .contains("Simple"));
+        let r = parse_report(br#"{"webServiceUrl":"http://b:8080","numBundles":2}"#).unwrap();
+        assert_eq!(r.num_bundles, 2);
+    }
 
     #[test]
     fn selector_follows_pulsar() {

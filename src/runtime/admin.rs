@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::leader::parse_report;
 use super::namespaces::{self, NamespaceBundlesInfo};
 use super::requests::{self, LookupResult};
 use super::RuntimeError;
 use crate::bundle::{BundleName, BundleRange, NamespaceBundles, NamespaceName, TopicName};
 use crate::model::json::to_json_vec;
+use crate::model::load_report::parse_report;
 use crate::model::records::{BundleAssignment, LeaderStatus, RequestOp, RequestResponse};
 use crate::model::{LeaderBroker, LocalBrokerData};
 use crate::paths;

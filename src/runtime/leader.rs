@@ -41,14 +41,12 @@ use crate::core::{
     run_shedding_cycle, ClusterPolicies, LoadData, NamespacePolicy, StoredSeeds, Strategies,
 };
 use crate::model::json::to_json_vec;
-use crate::model::load_report::is_simple_load_report;
+use crate::model::load_report::parse_report;
 use crate::model::records::{
     AdminRequest, AssignmentCause, AssignmentState, BundleAssignment, LeaderStatus, LookupAnswer,
     RequestOp, RequestResponse,
 };
-use crate::model::{
-    BundleData, LocalBrokerData, NamespaceEphemeralData, ResourceQuota, TimeAverageBrokerData,
-};
+use crate::model::{BundleData, NamespaceEphemeralData, ResourceQuota, TimeAverageBrokerData};
 use crate::paths;
 use crate::store::{
     CreateOptions, Error, MetadataStoreExt, NotificationType, Op, OpResult, Stat, CREATE_ONLY,
@@ -167,19 +165,6 @@ struct Streams {
     /// Changes below `/admin/clusters/<clusterName>` (isolation policies, failure domains); `None` without a
     /// cluster name.
     cluster: Option<crate::store::NotificationStream>,
-}
-
-/// Reads a broker node as a modular report; `Err` says why it is not one.
-pub(crate) fn parse_report(bytes: &[u8]) -> Result<LocalBrokerData, String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
-    if !value.is_object() {
-        return Err(format!("not a JSON object but {value}"));
-    }
-    if is_simple_load_report(&value) {
-        return Err("a Simple load manager LoadReport, not a modular LocalBrokerData".into());
-    }
-    serde_json::from_value(value).map_err(|e| format!("not a LocalBrokerData: {e}"))
 }
 
 /// Divides a parent's windows evenly among `n` children (sample counts kept), so the children start from a
@@ -2000,22 +1985,6 @@ impl Leader {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reports_are_checked() {
-        assert!(parse_report(b"{oops").unwrap_err().starts_with("not JSON"));
-        assert!(parse_report(b"[1]")
-            .unwrap_err()
-            .contains("not a JSON object"));
-        assert!(parse_report(br#"{"cpu":{"usage":"high"}}"#)
-            .unwrap_err()
-            .contains("not a LocalBrokerData"));
-        assert!(parse_report(br#"{"underLoaded":true,"allocatedCPU":1}"#)
-            .unwrap_err()
-            .contains("Simple"));
-        let r = parse_report(br#"{"webServiceUrl":"http://b:8080","numBundles":2}"#).unwrap();
-        assert_eq!(r.num_bundles, 2);
-    }
 
     #[test]
     fn children_share_the_parent_data() {

@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::leader::parse_report;
+use crate::model::load_report::parse_report;
 use crate::model::{LoadReport, LocalBrokerData, ResourceUsage, TimeAverageBrokerData};
 use crate::paths;
 use crate::store::{DynStore, Error, MetadataStoreExt, NotificationType};

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use super::leader::parse_report;
 use super::namespaces::{list_namespaces, read_bundles};
 use super::ownership::list_bundles;
 use super::RuntimeError;
 use crate::bundle::{format_hash, NamespaceName};
 use crate::config::Settings;
+use crate::model::load_report::parse_report;
 use crate::model::records::{AssignmentState, BundleAssignment};
 use crate::paths;
 use crate::store::DynStore;
