@@ -186,6 +186,7 @@ mod tests {
             assignment(b),
             "/loadmgr/assignments/public/default/0x00000000_0x40000000"
         );
+        assert_eq!(failure_domains("c1"), "/admin/clusters/c1/failureDomain");
         for p in [
             BROKERS,
             LEADER,

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use loadmgr::model::{LocalBrokerData, ResourceUsage};
 use loadmgr::routing::{
-    failure_domains_path, Location, RouterConfig, Scope, SourceStatus, StoreLoadSource,
-    StoreSourceOptions, TargetId, BROKERS_PATH,
+    Location, RouterConfig, Scope, SourceStatus, StoreLoadSource, StoreSourceOptions, TargetId,
+    BROKERS_PATH,
 };
 use loadmgr::store::memory::MemoryStore;
 use loadmgr::store::{CreateOptions, DynStore, MetadataStoreExt, StoreOptions};
@@ -62,7 +62,7 @@ async fn set_domain(store: &DynStore, cluster: &str, domain: &str, brokers: &[&s
     let body = serde_json::json!({ "brokers": brokers });
     store
         .put_json(
-            &format!("{}/{domain}", failure_domains_path(cluster)),
+            &format!("{}/{domain}", loadmgr::paths::failure_domains(cluster)),
             &body,
             None,
             CreateOptions::PERSISTENT,
@@ -313,7 +313,7 @@ async fn malformed_nodes_are_skipped_and_counted(sessions: &dyn Sessions) {
     set_domain(&admin, cluster, "dc-1", &["a.example:8080"]).await;
     admin
         .put(
-            &format!("{}/broken", failure_domains_path(cluster)),
+            &format!("{}/broken", loadmgr::paths::failure_domains(cluster)),
             br#"{"brokers":"not a list"}"#,
             None,
             CreateOptions::PERSISTENT,
@@ -451,7 +451,10 @@ async fn failure_domains_become_racks(sessions: &dyn Sessions) {
     // A new domain for d, then dc-1 deleted: nobody shares the client's domain any more.
     set_domain(&admin, cluster, "dc-3", &["d.example:8080"]).await;
     admin
-        .delete(&format!("{}/dc-1", failure_domains_path(cluster)), None)
+        .delete(
+            &format!("{}/dc-1", loadmgr::paths::failure_domains(cluster)),
+            None,
+        )
         .await
         .unwrap();
     let status = wait_status(&source, "dc-1 deleted", |s| {

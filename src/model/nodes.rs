@@ -1,7 +1,8 @@
-//! Leadership, ownership and namespace-policy payloads: `LeaderBroker`, `NamespaceEphemeralData`,
-//! `BundlesData` and `LocalPolicies`.
+//! Leadership, ownership, namespace-policy and failure-domain payloads: `LeaderBroker`,
+//! `NamespaceEphemeralData`, `BundlesData`, `LocalPolicies` and a cluster's failure domains
+//! ([`parse_failure_domain`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -102,6 +103,19 @@ pub struct LocalPolicies {
     pub other: BTreeMap<String, serde_json::Value>,
 }
 
+/// Reads a failure-domain node: its brokers.
+pub fn parse_failure_domain(bytes: &[u8]) -> Result<BTreeSet<String>, serde_json::Error> {
+    serde_json::from_slice::<FailureDomain>(bytes).map(|d| d.brokers.unwrap_or_default())
+}
+
+/// Pulsar's `FailureDomainImpl`: the brokers of one failure domain. Other keys are ignored; a missing or
+/// `null` list is empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+struct FailureDomain {
+    #[serde(default)]
+    brokers: Option<BTreeSet<String>>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +157,18 @@ mod tests {
         assert_eq!(p.bundles.num_bundles, 1);
         assert_eq!(p.other["futureKey"]["x"], 1);
         assert_eq!(to_json_string(&p), text);
+    }
+
+    #[test]
+    fn failure_domains_read_pulsar_json() {
+        let d: FailureDomain =
+            serde_json::from_slice(br#"{"brokers":["b:8080","a:8080"],"extra":1}"#).unwrap();
+        assert_eq!(
+            d.brokers.unwrap().into_iter().collect::<Vec<_>>(),
+            vec!["a:8080", "b:8080"]
+        );
+        let d: FailureDomain = serde_json::from_slice(br#"{"brokers":null}"#).unwrap();
+        assert!(d.brokers.unwrap_or_default().is_empty());
+        assert!(serde_json::from_slice::<FailureDomain>(br#"{"brokers":"a"}"#).is_err());
     }
 }

@@ -116,8 +116,7 @@ pub use load::{Load, LoadMapping, LoadSnapshot, PENDING_SATURATION};
 pub use refresh::{run_refresh_loop, RefreshSchedule};
 pub use router::{LoadAwareRouter, Refreshed, RouterConfig, MAX_TARGETS, MAX_WEIGHT, MIN_MARGIN};
 pub use store_source::{
-    failure_domains_path, SourceStatus, StoreLoadSource, StoreSourceError, StoreSourceOptions,
-    BROKERS_PATH,
+    SourceStatus, StoreLoadSource, StoreSourceError, StoreSourceOptions, BROKERS_PATH,
 };
 pub use topology::{Location, TargetPlacement, Topology, DEFAULT_RACK};
 

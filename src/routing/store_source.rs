@@ -8,7 +8,7 @@
 //!   `/loadbalance/brokers` is a broker; its load is its report's maximum resource usage.
 //! * **Failure domains**, only when a cluster name is given (Pulsar reads them only with
 //!   `failureDomainsEnabled`), at `/admin/clusters/<cluster>/failureDomain/<domainName>`
-//!   ([`failure_domains_path`]) with Pulsar's `FailureDomainImpl` JSON `{"brokers":["host:port",...]}`.
+//!   ([`crate::paths::failure_domains`]) with Pulsar's `FailureDomainImpl` JSON `{"brokers":["host:port",...]}`.
 //!   The broker strings are broker ids, the names under `/loadbalance/brokers`. A broker listed by two
 //!   domains is put in the one whose name sorts last; a broker in none is in
 //!   [`PULSAR_DEFAULT_DOMAIN`](super::PULSAR_DEFAULT_DOMAIN). Pulsar keeps these nodes in the
@@ -56,7 +56,6 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use futures::StreamExt as _;
-use serde::Deserialize;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -65,6 +64,7 @@ use super::{
     run_refresh_loop, BrokerReport, BrokerRouting, LoadAwareRouter, LoadMapping, Location,
     RouterConfig, RoutingError, TargetId, Topology,
 };
+use crate::model::nodes::parse_failure_domain;
 use crate::store::{
     validate_path, DynStore, Error as StoreError, EventStream, Notification, NotificationStream,
     NotificationType, SessionEvent, SessionEventStream,
@@ -79,25 +79,6 @@ const MIN_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// Reads in flight at once during a full read.
 const READ_CONCURRENCY: usize = 16;
-
-/// The parent of a cluster's failure-domain nodes: `/admin/clusters/<cluster>/failureDomain` (Pulsar's
-/// `ClusterResources.FailureDomainResources`).
-pub fn failure_domains_path(cluster: &str) -> String {
-    crate::paths::failure_domains(cluster)
-}
-
-/// Reads a failure-domain node: its brokers.
-pub(crate) fn parse_failure_domain(bytes: &[u8]) -> Result<BTreeSet<String>, serde_json::Error> {
-    serde_json::from_slice::<FailureDomain>(bytes).map(|d| d.brokers.unwrap_or_default())
-}
-
-/// Pulsar's `FailureDomainImpl`: the brokers of one failure domain. Other keys are ignored; a missing or
-/// `null` list is empty.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-struct FailureDomain {
-    #[serde(default)]
-    brokers: Option<BTreeSet<String>>,
-}
 
 /// Settings of a [`StoreLoadSource`].
 #[derive(Debug, Clone)]
@@ -231,13 +212,13 @@ impl StoreLoadSource {
             None => None,
             Some(c) if c.is_empty() || c.contains('/') => {
                 return Err(StoreError::InvalidPath {
-                    path: failure_domains_path(c),
+                    path: crate::paths::failure_domains(c),
                     reason: format!("cluster name {c:?} is not one path segment"),
                 }
                 .into())
             }
             Some(c) => {
-                let root = failure_domains_path(c);
+                let root = crate::paths::failure_domains(c);
                 validate_path(&root)?;
                 Some(root)
             }
@@ -797,23 +778,6 @@ mod tests {
         assert_eq!(child_of("/loadbalance/brokers", BROKERS_PATH), None);
         assert_eq!(child_of("/loadbalance/brokers/b/x", BROKERS_PATH), None);
         assert_eq!(child_of("/loadbalance/brokersx/b", BROKERS_PATH), None);
-        assert_eq!(
-            failure_domains_path("c1"),
-            "/admin/clusters/c1/failureDomain"
-        );
-    }
-
-    #[test]
-    fn failure_domains_read_pulsar_json() {
-        let d: FailureDomain =
-            serde_json::from_slice(br#"{"brokers":["b:8080","a:8080"],"extra":1}"#).unwrap();
-        assert_eq!(
-            d.brokers.unwrap().into_iter().collect::<Vec<_>>(),
-            vec!["a:8080", "b:8080"]
-        );
-        let d: FailureDomain = serde_json::from_slice(br#"{"brokers":null}"#).unwrap();
-        assert!(d.brokers.unwrap_or_default().is_empty());
-        assert!(serde_json::from_slice::<FailureDomain>(br#"{"brokers":"a"}"#).is_err());
     }
 
     #[test]

@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::RuntimeError;
 use crate::core::policies::{ClusterPolicies, IsolationPolicy};
 use crate::core::snapshot::IsolationData;
+use crate::model::nodes::parse_failure_domain;
 use crate::paths;
 use crate::store::DynStore;
 
@@ -93,7 +94,7 @@ pub async fn read_cluster_policies(
         let Some(g) = store.get(&node).await? else {
             continue;
         };
-        match crate::routing::store_source::parse_failure_domain(&g.value) {
+        match parse_failure_domain(&g.value) {
             Ok(brokers) => {
                 out.failure_domains
                     .insert(domain, brokers.into_iter().collect());
