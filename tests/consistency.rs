@@ -34,12 +34,12 @@ use loadmgr::core::report_rules::{report_check_phase_ms, ReportFigures};
 use loadmgr::model::{LocalBrokerData, NamespaceEphemeralData, SystemResourceUsage};
 use loadmgr::paths;
 use loadmgr::runtime::identity::owner_of;
+use loadmgr::runtime::synthetic::{Capacity, CostModel, Rates};
 use loadmgr::runtime::{
     admin, AgentOptions, AssignmentCause, AssignmentState, BrokerAgent, BrokerHost, BrokerIdentity,
     BundleAssignment, Clock, SyntheticHost, SyntheticProfile,
 };
 use loadmgr::sim::engine::{run, RunOptions, RunResult};
-use loadmgr::sim::model::{Capacity, CostModel, Rates};
 use loadmgr::sim::world::{
     crc32_topic_hash, BrokerSpec, InitialBundle, NamespaceSpec, TopicSpec, World, SIM_EPOCH_MS,
 };

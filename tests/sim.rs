@@ -6,7 +6,7 @@ use std::process::Command;
 
 use loadmgr::config::ShedderKind;
 use loadmgr::core::snapshot::Snapshot;
-use loadmgr::sim::model::CostModel;
+use loadmgr::runtime::synthetic::CostModel;
 use loadmgr::sim::{
     effective_settings, report, run, run_suite, RunOptions, RunResult, Scenario, SuiteOptions,
     World,

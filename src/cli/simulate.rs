@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::config::ShedderKind;
 use crate::core::snapshot::Snapshot;
-use crate::sim::model::CostModel;
+use crate::runtime::synthetic::CostModel;
 use crate::sim::scenario::{default_suite, BUILT_IN};
 use crate::sim::{report, run_suite, Scenario, SuiteOptions, World};
 

@@ -63,7 +63,7 @@ use serde::Serialize;
 
 use super::leader::Leader;
 use super::metrics::{Metrics, MoveRecord, Recorder, ReportRecord};
-use super::model::{score, Rates};
+use super::model::score;
 use super::world::{Spike, World, WorldEvent};
 use crate::bundle::{
     parse_hash, split_bundle, BundleRange, NamespaceBundles, SplitInput, SplitOutcome, TopicName,
@@ -80,6 +80,7 @@ use crate::core::{
     weights4, ClusterPolicies, LoadData, NamespacePolicy, SplitDecision, StoredSeeds,
 };
 use crate::model::{LocalBrokerData, ResourceWeights, SystemResourceUsage};
+use crate::runtime::synthetic::Rates;
 
 /// Metric sample period, ms.
 pub const SAMPLE_MS: i64 = 5_000;

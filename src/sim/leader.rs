@@ -46,9 +46,9 @@
 //!   ([`report_check_phase_ms`]: first report at start, first check a phase seeded by the seed and the broker id
 //!   later, then every period).
 //! * **Periods** — the `*_interval` methods of [`Settings`] (with the `loadmgr*Millis` overrides) in both.
-//! * **Cost model** — the synthetic host's `costModel` calls [`super::model::CostModel::usage`]; no noise
-//!   (`noisePoints` 0 in the scenario), and host usage sampled at every check (the host reports its current
-//!   usage).
+//! * **Cost model** — the synthetic host's `costModel` calls [`crate::runtime::synthetic::CostModel::usage`], as
+//!   the simulator's brokers do; no noise (`noisePoints` 0 in the scenario), and host usage sampled at every
+//!   check (the host reports its current usage).
 //! * **Randomness** — the runtime's leader draws its k-th shedding tick of a term from
 //!   `stream_rng(seed, Stream::Shedding, k)` and its n-th placement from `stream_rng(seed, Stream::Assignment,
 //!   n)`, as this leader.

@@ -52,8 +52,8 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 
-use super::model::CostModel;
 use super::SimError;
+use crate::runtime::synthetic::CostModel;
 
 /// The scenario schema text.
 pub const SCHEMA: &str = include_str!("../../metadata-schemas/Scenario.schema.json");

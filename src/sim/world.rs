@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use super::model::{Capacity, CostModel, Rates};
 use super::scenario::{BundleHistory, Distribution, Event, InitialPlacement, Scenario};
 use super::SimError;
 use crate::bundle::{
@@ -16,6 +15,7 @@ use crate::core::is_system_service_bundle;
 use crate::core::random::{stream_rng, Stream};
 use crate::core::snapshot::Snapshot;
 use crate::model::BundleData;
+use crate::runtime::synthetic::{Capacity, CostModel, Rates};
 
 /// Virtual epoch of a scenario run: `now` of the first instant, epoch milliseconds (2023-11-14T22:13:20Z).
 pub const SIM_EPOCH_MS: i64 = 1_700_000_000_000;

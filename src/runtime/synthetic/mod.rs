@@ -62,10 +62,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Deserialize;
 
+pub mod cost;
+
+pub use cost::{Capacity, CostModel, Rates};
+
 use super::host::{BrokerHost, HostError};
 use crate::bundle::{topic_hash, BundleName, TopicName, TopicTraffic};
 use crate::model::{NamespaceBundleStats, ResourceUsage, SystemResourceUsage};
-use crate::sim::model::{Capacity, CostModel, Rates};
 
 /// `usage`/`limit` in MiB.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
