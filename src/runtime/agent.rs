@@ -2,7 +2,7 @@
 //! addressed to this broker, and the leader task while this broker leads.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,17 +15,16 @@ use super::host_usage::LinuxHostUsage;
 use super::identity::BrokerIdentity;
 use super::ownership::{OwnershipCommand, OwnershipTask};
 use super::requests::{self, LookupResult};
+use super::shared::{split_points, AgentMetrics, AgentShared};
 use super::RuntimeError;
-use crate::bundle::{
-    format_hash, split_bundle, BundleName, SplitAlgorithm, SplitInput, SplitOutcome, TopicName,
-};
+use crate::bundle::{format_hash, TopicName};
 use crate::config::Settings;
 use crate::coordination::{LeaderElection, LeaderState, ResourceLock};
 use crate::core::report_rules::{
     extensible_reporting, forced_report_reason, report_check_phase_ms, report_update_reason,
 };
 use crate::model::records::{AdminRequest, RequestOp, RequestResponse};
-use crate::model::{LocalBrokerData, NamespaceEphemeralData, TimeAverageBrokerData};
+use crate::model::{LocalBrokerData, TimeAverageBrokerData};
 use crate::paths;
 use crate::store::{
     CreateOptions, DynStore, Error, MetadataStoreExt, NotificationType, CREATE_ONLY,
@@ -38,68 +37,6 @@ pub struct AgentOptions {
     pub seed: Option<u64>,
     /// The clock (default: the system time, advanced by tokio time).
     pub clock: Option<Clock>,
-}
-
-/// Counters of one agent.
-#[derive(Debug, Default)]
-pub struct AgentMetrics {
-    /// Reports written.
-    pub reports_written: AtomicU64,
-    /// Report checks that found no reason to write.
-    pub reports_skipped: AtomicU64,
-    /// Broker nodes the leader could not read as a report (logged and skipped).
-    pub malformed_reports: AtomicU64,
-    /// Times this agent became leader.
-    pub leaderships: AtomicU64,
-}
-
-/// State shared by the agent's tasks.
-#[derive(Debug)]
-pub(crate) struct AgentShared {
-    pub(crate) store: DynStore,
-    pub(crate) identity: BrokerIdentity,
-    pub(crate) broker_id: String,
-    pub(crate) ownership_data: NamespaceEphemeralData,
-    pub(crate) host: Arc<dyn BrokerHost>,
-    pub(crate) clock: Clock,
-    /// File settings with the dynamic configuration applied.
-    pub(crate) settings: watch::Sender<Settings>,
-    pub(crate) seed: u64,
-    /// Bundles whose ownership node this broker holds.
-    pub(crate) owned: Mutex<BTreeSet<String>>,
-    /// Bundles the host was told to serve.
-    pub(crate) served: Mutex<BTreeSet<String>>,
-    /// Set from the store's `SessionLost` until the session is back: nothing may start being served then,
-    /// since the session's ownership nodes may already belong to someone else.
-    pub(crate) fenced: AtomicBool,
-    pub(crate) metrics: AgentMetrics,
-    /// When this broker last stopped serving a bundle (released or lost it), epoch ms; `i64::MIN` when
-    /// never. Extensible reporting writes a report `loadBalanceSheddingDelayInSeconds` after it.
-    last_loss_ms: AtomicI64,
-    stopping: AtomicBool,
-}
-
-impl AgentShared {
-    pub(crate) fn settings(&self) -> Settings {
-        self.settings.borrow().clone()
-    }
-
-    pub(crate) fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::SeqCst)
-    }
-
-    pub(crate) fn now_ms(&self) -> i64 {
-        self.clock.now_ms()
-    }
-
-    /// Notes that this broker stopped serving a bundle now.
-    pub(crate) fn note_bundle_lost(&self) {
-        self.last_loss_ms.store(self.now_ms(), Ordering::SeqCst);
-    }
-
-    fn last_loss_ms(&self) -> Option<i64> {
-        Some(self.last_loss_ms.load(Ordering::SeqCst)).filter(|t| *t != i64::MIN)
-    }
 }
 
 /// A running broker agent; see the [module docs](super). Stop it with [`BrokerAgent::shutdown`] (dropping it
@@ -674,47 +611,6 @@ async fn request_server(sh: Arc<AgentShared>, mut stop: watch::Receiver<bool>) {
             requests::answer_unfenced(&sh.store, &n.path, &request, &stat, response).await
         {
             tracing::warn!(path = %n.path, "cannot answer: {e}");
-        }
-    }
-}
-
-/// Split points of a bundle this broker serves, from the host's topics.
-pub(crate) fn split_points(
-    sh: &AgentShared,
-    bundle: &str,
-    algorithm: &str,
-    positions: &[String],
-) -> Result<Vec<u64>, String> {
-    let name = BundleName::parse(bundle).map_err(|e| e.to_string())?;
-    let algorithm: SplitAlgorithm = algorithm
-        .parse()
-        .map_err(|e: crate::bundle::BundleError| e.to_string())?;
-    if !sh.served.lock().unwrap().contains(bundle) {
-        return Err(format!("{} does not serve {bundle}", sh.broker_id));
-    }
-    let settings = sh.settings();
-    let mut input = SplitInput {
-        max_msg_rate: settings.load_balancer_namespace_bundle_max_msg_rate as f64,
-        max_bandwidth_mbytes: settings.load_balancer_namespace_bundle_max_bandwidth_mbytes as f64,
-        flow_or_qps_difference_threshold_percentage: settings
-            .flow_or_qps_difference_threshold_percentage
-            as f64,
-        positions: positions
-            .iter()
-            .map(|p| crate::bundle::parse_hash(p).map_err(|e| format!("position {p}: {e}")))
-            .collect::<Result<_, _>>()?,
-        ..Default::default()
-    };
-    for (topic, traffic) in sh.host.bundle_topics(bundle) {
-        let t = TopicName::parse(&topic)
-            .map_err(|e| format!("the host reported topic {topic}: {e}"))?;
-        input.topics.push(t);
-        input.traffic.insert(topic, traffic);
-    }
-    match split_bundle(name.range(), algorithm, &input).map_err(|e| e.to_string())? {
-        SplitOutcome::Split(points) => Ok(points),
-        SplitOutcome::NoSplit(why) => {
-            Err(format!("{} gives no split point: {why}", algorithm.name()))
         }
     }
 }

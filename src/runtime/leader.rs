@@ -23,10 +23,10 @@ use futures::stream::{self, StreamExt};
 use rand::rngs::StdRng;
 use tokio::sync::mpsc;
 
-use super::agent::{split_points, AgentShared};
 use super::identity::owner_of;
 use super::namespaces::{read_bundles, NamespaceBundlesInfo};
 use super::ownership::list_bundles;
+use super::shared::{split_points, AgentShared};
 use super::RuntimeError;
 use crate::bundle::{
     format_hash, parse_hash, split_bundle, BundleName, NamespaceName, SplitAlgorithm, SplitInput,

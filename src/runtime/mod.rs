@@ -150,6 +150,7 @@ pub mod monitor;
 pub mod namespaces;
 mod ownership;
 pub mod requests;
+mod shared;
 pub mod snapshot;
 pub mod synthetic;
 
@@ -162,11 +163,12 @@ pub use crate::model::records::{
     AdminRequest, AssignmentCause, AssignmentState, BundleAssignment, LeaderStatus, LookupAnswer,
     RequestOp, RequestResponse,
 };
-pub use agent::{AgentMetrics, AgentOptions, BrokerAgent, LookupClient};
+pub use agent::{AgentOptions, BrokerAgent, LookupClient};
 pub use clock::Clock;
 pub use host::{BrokerHost, HostError, IdleHost};
 pub use identity::BrokerIdentity;
 pub use requests::LookupResult;
+pub use shared::AgentMetrics;
 pub use synthetic::{SyntheticHost, SyntheticProfile};
 
 /// Errors of the runtime and of the admin operations built on it.

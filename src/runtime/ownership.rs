@@ -25,8 +25,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::agent::AgentShared;
 use super::identity::owner_of;
+use super::shared::AgentShared;
 use super::RuntimeError;
 use crate::bundle::{BundleName, BundleRange};
 use crate::model::json::to_json_vec;

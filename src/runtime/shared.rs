@@ -1,0 +1,121 @@
+//! The state an agent's tasks share (the reporter, the ownership task, the request server and the leader),
+//! and what the agent and the leader both compute from it.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+
+use super::clock::Clock;
+use super::host::BrokerHost;
+use super::identity::BrokerIdentity;
+use crate::bundle::{
+    split_bundle, BundleName, SplitAlgorithm, SplitInput, SplitOutcome, TopicName,
+};
+use crate::config::Settings;
+use crate::model::NamespaceEphemeralData;
+use crate::store::DynStore;
+
+/// Counters of one agent.
+#[derive(Debug, Default)]
+pub struct AgentMetrics {
+    /// Reports written.
+    pub reports_written: AtomicU64,
+    /// Report checks that found no reason to write.
+    pub reports_skipped: AtomicU64,
+    /// Broker nodes the leader could not read as a report (logged and skipped).
+    pub malformed_reports: AtomicU64,
+    /// Times this agent became leader.
+    pub leaderships: AtomicU64,
+}
+
+/// State shared by the agent's tasks.
+#[derive(Debug)]
+pub(crate) struct AgentShared {
+    pub(crate) store: DynStore,
+    pub(crate) identity: BrokerIdentity,
+    pub(crate) broker_id: String,
+    pub(crate) ownership_data: NamespaceEphemeralData,
+    pub(crate) host: Arc<dyn BrokerHost>,
+    pub(crate) clock: Clock,
+    /// File settings with the dynamic configuration applied.
+    pub(crate) settings: watch::Sender<Settings>,
+    pub(crate) seed: u64,
+    /// Bundles whose ownership node this broker holds.
+    pub(crate) owned: Mutex<BTreeSet<String>>,
+    /// Bundles the host was told to serve.
+    pub(crate) served: Mutex<BTreeSet<String>>,
+    /// Set from the store's `SessionLost` until the session is back: nothing may start being served then,
+    /// since the session's ownership nodes may already belong to someone else.
+    pub(crate) fenced: AtomicBool,
+    pub(crate) metrics: AgentMetrics,
+    /// When this broker last stopped serving a bundle (released or lost it), epoch ms; `i64::MIN` when
+    /// never. Extensible reporting writes a report `loadBalanceSheddingDelayInSeconds` after it.
+    pub(super) last_loss_ms: AtomicI64,
+    pub(super) stopping: AtomicBool,
+}
+
+impl AgentShared {
+    pub(crate) fn settings(&self) -> Settings {
+        self.settings.borrow().clone()
+    }
+
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Notes that this broker stopped serving a bundle now.
+    pub(crate) fn note_bundle_lost(&self) {
+        self.last_loss_ms.store(self.now_ms(), Ordering::SeqCst);
+    }
+
+    pub(super) fn last_loss_ms(&self) -> Option<i64> {
+        Some(self.last_loss_ms.load(Ordering::SeqCst)).filter(|t| *t != i64::MIN)
+    }
+}
+
+/// Split points of a bundle this broker serves, from the host's topics.
+pub(crate) fn split_points(
+    sh: &AgentShared,
+    bundle: &str,
+    algorithm: &str,
+    positions: &[String],
+) -> Result<Vec<u64>, String> {
+    let name = BundleName::parse(bundle).map_err(|e| e.to_string())?;
+    let algorithm: SplitAlgorithm = algorithm
+        .parse()
+        .map_err(|e: crate::bundle::BundleError| e.to_string())?;
+    if !sh.served.lock().unwrap().contains(bundle) {
+        return Err(format!("{} does not serve {bundle}", sh.broker_id));
+    }
+    let settings = sh.settings();
+    let mut input = SplitInput {
+        max_msg_rate: settings.load_balancer_namespace_bundle_max_msg_rate as f64,
+        max_bandwidth_mbytes: settings.load_balancer_namespace_bundle_max_bandwidth_mbytes as f64,
+        flow_or_qps_difference_threshold_percentage: settings
+            .flow_or_qps_difference_threshold_percentage
+            as f64,
+        positions: positions
+            .iter()
+            .map(|p| crate::bundle::parse_hash(p).map_err(|e| format!("position {p}: {e}")))
+            .collect::<Result<_, _>>()?,
+        ..Default::default()
+    };
+    for (topic, traffic) in sh.host.bundle_topics(bundle) {
+        let t = TopicName::parse(&topic)
+            .map_err(|e| format!("the host reported topic {topic}: {e}"))?;
+        input.topics.push(t);
+        input.traffic.insert(topic, traffic);
+    }
+    match split_bundle(name.range(), algorithm, &input).map_err(|e| e.to_string())? {
+        SplitOutcome::Split(points) => Ok(points),
+        SplitOutcome::NoSplit(why) => {
+            Err(format!("{} gives no split point: {why}", algorithm.name()))
+        }
+    }
+}
