@@ -102,6 +102,7 @@
 
 pub mod explain;
 pub mod extensible;
+pub mod leader;
 pub mod load_data;
 pub mod placement;
 pub mod plan;

@@ -5,34 +5,13 @@
 use serde_json::json;
 
 use super::RuntimeError;
-use crate::bundle::{BundleName, NamespaceBundles, NamespaceName};
+use crate::bundle::{NamespaceBundles, NamespaceName};
 use crate::model::json::to_json_vec;
 use crate::model::{BundlesData, LocalPolicies};
 use crate::paths;
 use crate::store::{CreateOptions, DynStore, Error, MetadataStoreExt, Op, CREATE_ONLY};
 
-/// A namespace's current bundles and where they were read.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NamespaceBundlesInfo {
-    /// The namespace.
-    pub namespace: NamespaceName,
-    /// Its bundles.
-    pub bundles: NamespaceBundles,
-    /// Its local policies (the global policies' bundles when no local policies exist yet).
-    pub local: LocalPolicies,
-    /// Version of `/admin/local-policies/<ns>`, `None` when it does not exist yet.
-    pub local_version: Option<i64>,
-}
-
-impl NamespaceBundlesInfo {
-    /// The full name of the bundle of `range`.
-    pub fn bundle_names(&self) -> Vec<String> {
-        self.bundles
-            .ranges()
-            .map(|r| BundleName::new(self.namespace.clone(), r).to_string())
-            .collect()
-    }
-}
+pub use crate::core::leader::NamespaceBundlesInfo;
 
 fn decode_bundles(path: &str, data: &BundlesData) -> Result<NamespaceBundles, RuntimeError> {
     NamespaceBundles::from_bundles_data(data).map_err(|e| RuntimeError::Malformed {

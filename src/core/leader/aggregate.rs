@@ -1,0 +1,224 @@
+//! Loading, aggregation of reports, brokers coming and going, namespaces, policies and settings.
+
+use crate::bundle::BundleName;
+use crate::config::Settings;
+use crate::model::records::AssignmentState;
+use crate::model::LocalBrokerData;
+
+use super::io::namespace_policy;
+use super::{
+    ClusterPolicyData, Command, FlushedNode, Leader, Level, LoadedState, NamespaceBundlesInfo,
+    SPLIT_CHECK_PERIOD_MS,
+};
+
+impl Leader {
+    /// A new leader's full read, then every record reconciled and the status written.
+    pub(super) fn on_loaded(&mut self, now: i64, state: LoadedState) {
+        for (bundle, data, bytes) in state.bundle_data {
+            if let Some(d) = data {
+                self.seeds.bundle_data.insert(bundle.clone(), d);
+                self.flushed
+                    .insert(FlushedNode::BundleData(bundle.clone()), bytes);
+            }
+            self.stored_bundle_data.insert(bundle);
+        }
+        for (bundle, quota) in state.quotas {
+            self.seeds.quotas.insert(bundle, quota);
+        }
+        for (broker, bytes) in state.time_averages {
+            if let Some(b) = bytes {
+                self.flushed
+                    .insert(FlushedNode::TimeAverage(broker.clone()), b);
+            }
+            self.stored_time_averages.insert(broker);
+        }
+        for info in state.namespaces {
+            self.namespaces.insert(info.namespace.to_string(), info);
+        }
+        self.rebuild_policies();
+        for (broker, report) in state.reports {
+            self.registered.insert(broker.clone());
+            self.apply(&broker, report);
+        }
+        self.strategies
+            .on_active_brokers_change(&self.load.broker_ids());
+        let grace_ms = self.grace_ms();
+        for (rec, version) in state.records {
+            if rec.cause.starts_grace_period() && now - rec.updated_ms <= grace_ms {
+                self.load.record_unload(&rec.bundle, rec.updated_ms);
+            }
+            if rec.state == AssignmentState::Assigning
+                && self.load.broker(&rec.destination).is_some()
+            {
+                self.load.preallocate(&rec.bundle, &rec.destination);
+            }
+            self.records.insert(rec.bundle.clone(), (rec, version));
+        }
+        for (bundle, owner) in state.owners {
+            self.owners.insert(bundle, owner);
+        }
+        if let Some(c) = state.cluster {
+            self.on_cluster_policies(c);
+        }
+        self.log(
+            Level::Info,
+            format!(
+                "leader state loaded: {} broker(s), {} record(s), {} owned bundle(s), {} namespace(s), {} stored bundle data",
+                self.load.broker_count(),
+                self.records.len(),
+                self.owners.len(),
+                self.namespaces.len(),
+                self.stored_bundle_data.len()
+            ),
+        );
+        self.reconcile_all(now);
+        self.status.updated_ms = now;
+        self.emit(Command::WriteStatus(self.status.clone()));
+    }
+
+    /// Applies one report (or counts a malformed one); `true` when the broker is new to the load data.
+    fn apply(&mut self, broker: &str, report: Result<LocalBrokerData, String>) -> bool {
+        match report {
+            Ok(r) => {
+                let new_broker = self.load.broker(broker).is_none();
+                self.load.apply_report(broker, r, &self.seeds);
+                self.status.reports_applied += 1;
+                new_broker
+            }
+            Err(why) => {
+                self.status.malformed_reports += 1;
+                let n = self.status.malformed_reports;
+                self.log(
+                    Level::Warn,
+                    format!("malformed broker report of {broker} skipped ({n} so far): {why}"),
+                );
+                false
+            }
+        }
+    }
+
+    pub(super) fn on_report(
+        &mut self,
+        now: i64,
+        broker: &str,
+        report: Result<LocalBrokerData, String>,
+    ) {
+        let joined = self.registered.insert(broker.to_owned());
+        if self.apply(broker, report) {
+            self.log(Level::Info, format!("broker {broker} joined"));
+            self.strategies
+                .on_active_brokers_change(&self.load.broker_ids());
+        }
+        if joined {
+            // Records waiting for any broker can now be placed.
+            self.reconcile_all(now);
+        }
+        if self.settings.load_balancer_auto_bundle_split_enabled && self.split_due.is_none() {
+            let at = now.div_euclid(SPLIT_CHECK_PERIOD_MS) * SPLIT_CHECK_PERIOD_MS
+                + if now.rem_euclid(SPLIT_CHECK_PERIOD_MS) == 0 {
+                    0
+                } else {
+                    SPLIT_CHECK_PERIOD_MS
+                };
+            self.split_due = Some(at);
+            self.emit(Command::Wake { at });
+        }
+    }
+
+    pub(super) fn on_broker_gone(&mut self, now: i64, broker: &str) {
+        let was_registered = self.registered.remove(broker);
+        let had_report = self.load.remove_broker(broker).is_some();
+        if !was_registered && !had_report {
+            return;
+        }
+        self.log(
+            Level::Warn,
+            format!("broker {broker} left: its registration vanished"),
+        );
+        self.strategies
+            .on_active_brokers_change(&self.load.broker_ids());
+        if self.stored_time_averages.contains(broker) {
+            self.delete_flushed(
+                FlushedNode::TimeAverage(broker.to_owned()),
+                "the broker is gone".into(),
+            );
+        }
+        let affected: Vec<String> = self
+            .records
+            .iter()
+            .filter(|(_, (r, _))| r.destination == broker)
+            .map(|(b, _)| b.clone())
+            .collect();
+        if !affected.is_empty() {
+            self.log(
+                Level::Info,
+                format!(
+                    "reassigning {} bundle(s) of the gone broker {broker}",
+                    affected.len()
+                ),
+            );
+        }
+        for b in affected {
+            self.reconcile(now, &b);
+        }
+    }
+
+    pub(super) fn on_namespace(&mut self, namespace: &str, info: Option<NamespaceBundlesInfo>) {
+        match info {
+            Some(i) => {
+                self.namespaces.insert(namespace.to_owned(), i);
+            }
+            None => {
+                self.namespaces.remove(namespace);
+            }
+        }
+        self.rebuild_policies();
+    }
+
+    pub(super) fn on_cluster_policies(&mut self, data: ClusterPolicyData) {
+        let changed = self.policies.isolation.len() != data.isolation.len()
+            || self.policies.domains != data.domains;
+        self.policies.isolation = data.isolation;
+        self.policies.domains = data.domains;
+        if changed {
+            self.log(
+                Level::Info,
+                format!(
+                    "cluster policies loaded: {} isolation polic(ies), {} broker(s) in failure domains",
+                    self.policies.isolation.len(),
+                    self.policies.domains.len()
+                ),
+            );
+        }
+    }
+
+    pub(super) fn on_settings(&mut self, settings: Settings) {
+        self.load.set_ema_settings(&settings);
+        self.settings = settings;
+    }
+
+    pub(super) fn rebuild_policies(&mut self) {
+        self.policies.namespaces = self
+            .namespaces
+            .iter()
+            .map(|(ns, info)| (ns.clone(), namespace_policy(info)))
+            .collect();
+    }
+
+    /// Whether `bundle` is one of its namespace's current bundles (true when the namespace is unknown).
+    pub(super) fn bundle_exists(&self, bundle: &str) -> bool {
+        let Ok(name) = BundleName::parse(bundle) else {
+            return false;
+        };
+        match self.namespaces.get(&name.namespace().to_string()) {
+            Some(info) => info.bundles.contains_range(name.range()),
+            None => true,
+        }
+    }
+
+    pub(super) fn grace_ms(&self) -> i64 {
+        self.settings
+            .load_balancer_shedding_grace_period_minutes
+            .saturating_mul(60_000)
+    }
+}

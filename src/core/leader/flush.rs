@@ -1,0 +1,177 @@
+//! The flush: what bundle data and time averages the leader writes, and what it deletes.
+
+use std::collections::BTreeMap;
+
+use crate::core::namespace_of;
+use crate::model::json::to_json_vec;
+use crate::model::BundleData;
+
+use super::moves::Pending;
+use super::{Command, FlushedNode, Leader, Level, Outcome};
+
+/// A flush batch awaiting its outcome.
+#[derive(Debug)]
+pub(super) struct FlushWrite {
+    writes: Vec<(FlushedNode, Vec<u8>)>,
+    /// The bundle data written, to become the seeds of bundles seen anew.
+    bundles: BTreeMap<String, BundleData>,
+}
+
+impl Leader {
+    /// The bundles whose data a flush writes: Pulsar's top `loadBalancerMaxNumberOfBundlesInBundleLoadReport ×
+    /// max(1, brokers)` (all when the setting is ≤ 0), shedding-excluded namespaces left out, ranked by long-term
+    /// msg rate in + out, then long-term throughput, then name.
+    pub fn flush_choice(&self) -> Vec<(&String, &BundleData)> {
+        let excluded = &self.settings.load_balancer_shedding_excluded_namespaces;
+        let mut ranked: Vec<(&String, &BundleData)> = self
+            .load
+            .bundle_names()
+            .into_iter()
+            .filter(|b| !excluded.contains(namespace_of(b)))
+            .filter_map(|b| self.load.bundle(b).map(|d| (b, d)))
+            .collect();
+        ranked.sort_by(|a, b| {
+            b.1.long_term_data
+                .total_msg_rate()
+                .total_cmp(&a.1.long_term_data.total_msg_rate())
+                .then(
+                    b.1.long_term_data
+                        .total_msg_throughput()
+                        .total_cmp(&a.1.long_term_data.total_msg_throughput()),
+                )
+                .then_with(|| a.0.cmp(b.0))
+        });
+        let k = self
+            .settings
+            .load_balancer_max_number_of_bundles_in_bundle_load_report;
+        if k > 0 {
+            ranked.truncate(k as usize * self.load.broker_count().max(1));
+        }
+        ranked
+    }
+
+    /// One flush: a sample for every bundle, then the changed values and the status in one batch.
+    pub(super) fn flush(&mut self, now: i64) {
+        self.load.resample_all();
+        let mut writes = Vec::new();
+        let mut bundles = BTreeMap::new();
+        let chosen: Vec<(String, BundleData)> = self
+            .flush_choice()
+            .into_iter()
+            .map(|(b, d)| (b.clone(), *d))
+            .collect();
+        for (b, d) in chosen {
+            let node = FlushedNode::BundleData(b.clone());
+            let bytes = to_json_vec(&d);
+            if self.flushed.get(&node) != Some(&bytes) {
+                writes.push((node, bytes));
+            }
+            bundles.insert(b, d);
+        }
+        for (id, e) in self.load.brokers() {
+            let node = FlushedNode::TimeAverage(id.clone());
+            let bytes = to_json_vec(&e.time_average);
+            if self.flushed.get(&node) != Some(&bytes) {
+                writes.push((node, bytes));
+            }
+        }
+        self.status.flushes += 1;
+        self.status.updated_ms = now;
+        let ticket = self.ticket();
+        self.emit(Command::Flush {
+            ticket,
+            writes: writes.clone(),
+            status: self.status.clone(),
+        });
+        self.pending
+            .insert(ticket, Pending::Flush(FlushWrite { writes, bundles }));
+    }
+
+    pub(super) fn flush_done(&mut self, f: FlushWrite, outcome: Outcome) {
+        match outcome {
+            Outcome::Written(_) => {
+                let n = f.writes.len();
+                for (node, bytes) in f.writes {
+                    match &node {
+                        FlushedNode::BundleData(b) => {
+                            self.stored_bundle_data.insert(b.clone());
+                        }
+                        FlushedNode::TimeAverage(b) => {
+                            self.stored_time_averages.insert(b.clone());
+                        }
+                    }
+                    self.flushed.insert(node, bytes);
+                }
+                for (b, d) in f.bundles {
+                    self.seeds.bundle_data.insert(b, d);
+                }
+                self.log(Level::Debug, format!("flushed {n} changed value(s)"));
+                self.delete_gone();
+            }
+            Outcome::Conflict => self.log(Level::Warn, "flush: a version check failed"),
+            Outcome::Failed(e) => self.log(Level::Warn, format!("flush: {e}")),
+        }
+    }
+
+    /// Deletes the flushed data of brokers that are gone and of bundles nobody serves or is assigned, one node
+    /// at a time (a batch fails as a whole on a node someone else removed).
+    fn delete_gone(&mut self) {
+        let gone_brokers: Vec<String> = self
+            .stored_time_averages
+            .iter()
+            .filter(|b| !self.registered.contains(*b))
+            .cloned()
+            .collect();
+        let gone_bundles: Vec<String> = self
+            .stored_bundle_data
+            .iter()
+            .filter(|b| self.load.bundle(b).is_none() && !self.records.contains_key(*b))
+            .cloned()
+            .collect();
+        for b in gone_brokers {
+            self.delete_flushed(FlushedNode::TimeAverage(b), "the broker is gone".into());
+        }
+        for b in gone_bundles {
+            self.delete_flushed(
+                FlushedNode::BundleData(b),
+                "no broker serves the bundle and none is assigned it".into(),
+            );
+        }
+    }
+
+    pub(super) fn delete_flushed(&mut self, node: FlushedNode, why: String) {
+        if self
+            .pending
+            .values()
+            .any(|p| matches!(p, Pending::Delete(n) if *n == node))
+        {
+            return;
+        }
+        let ticket = self.ticket();
+        self.emit(Command::Delete {
+            ticket,
+            node: node.clone(),
+            why,
+        });
+        self.pending.insert(ticket, Pending::Delete(node));
+    }
+
+    pub(super) fn delete_done(&mut self, node: FlushedNode, outcome: Outcome) {
+        match outcome {
+            Outcome::Written(_) => {
+                match &node {
+                    FlushedNode::BundleData(b) => {
+                        self.stored_bundle_data.remove(b);
+                    }
+                    FlushedNode::TimeAverage(b) => {
+                        self.stored_time_averages.remove(b);
+                    }
+                }
+                self.flushed.remove(&node);
+            }
+            Outcome::Conflict | Outcome::Failed(_) => {
+                // Tried again at the next flush.
+            }
+        }
+    }
+}

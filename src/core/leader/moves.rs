@@ -1,0 +1,492 @@
+//! Assignment records: moves started, completed and re-placed, and the reconciliation of a bundle's record
+//! with the facts (who is registered, who holds the ownership node).
+//!
+//! A record write is visible to the core's own later decisions at once (the record is kept tentatively with
+//! its predicted version); its effects — the move counted, the destination preallocated, the grace period
+//! started, a request answered — happen when the executor reports it written. A write that failed restores
+//! the record the core knew before (and asks for it to be read again after a conflict).
+
+use crate::core::placement::{assign_bundle, select_broker, PlacementContext};
+use crate::model::records::{AssignmentCause, AssignmentState, BundleAssignment};
+
+use super::requests::Link;
+use super::{Command, Leader, Level, Outcome, Reread, Ticket, Unsettled};
+
+/// What the core waits to hear about.
+#[derive(Debug)]
+pub(super) enum Pending {
+    /// A record write.
+    Record(Box<RecordWrite>),
+    /// The flush batch.
+    Flush(super::flush::FlushWrite),
+    /// A deletion of a flushed node.
+    Delete(super::FlushedNode),
+    /// A split batch.
+    Split(Box<super::cycle::PendingSplit>),
+    /// Split points asked of an owner.
+    SplitPoints(Box<super::cycle::SplitRequest>),
+}
+
+/// What a record write is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RecordKind {
+    /// A move started.
+    Move,
+    /// A move completed (the destination holds the bundle).
+    Completed,
+    /// An owned bundle adopted as is.
+    Adopted,
+}
+
+#[derive(Debug)]
+pub(super) struct RecordWrite {
+    pub(super) record: BundleAssignment,
+    pub(super) previous: Option<(BundleAssignment, i64)>,
+    pub(super) kind: RecordKind,
+    pub(super) link: Option<Link>,
+}
+
+impl Leader {
+    pub(super) fn reconcile_all(&mut self, now: i64) {
+        let mut bundles: std::collections::BTreeSet<String> =
+            self.records.keys().cloned().collect();
+        bundles.extend(self.owners.keys().cloned());
+        for b in bundles {
+            self.reconcile(now, &b);
+        }
+    }
+
+    /// Brings one bundle's record in line with the facts (see the module docs of [`super`]).
+    pub(super) fn reconcile(&mut self, now: i64, bundle: &str) {
+        if self.write_pending(bundle) {
+            return;
+        }
+        let owner = self.owners.get(bundle).cloned();
+        let Some((rec, _)) = self.records.get(bundle).cloned() else {
+            if let Some(o) = owner {
+                if !o.disabled && self.registered.contains(&o.broker) && self.bundle_exists(bundle)
+                {
+                    let reason = format!("{} owned it without a loadmgr record", o.broker);
+                    let record = BundleAssignment {
+                        bundle: bundle.to_owned(),
+                        destination: o.broker.clone(),
+                        state: AssignmentState::Assigned,
+                        source: None,
+                        cause: AssignmentCause::Adopted,
+                        reason,
+                        leader: self.id.clone(),
+                        created_ms: now,
+                        updated_ms: now,
+                        unload_after_acquire: false,
+                    };
+                    self.write_record(record, RecordKind::Adopted, None);
+                }
+            }
+            return;
+        };
+        if !self.bundle_exists(bundle) && owner.is_none() {
+            // A split parent left behind (or a namespace that went away).
+            return;
+        }
+        if !self.registered.contains(&rec.destination) {
+            let (cause, why) = match rec.state {
+                AssignmentState::Assigned => (
+                    AssignmentCause::Orphan,
+                    format!("owner {} is gone", rec.destination),
+                ),
+                AssignmentState::Assigning => (
+                    AssignmentCause::Replaced,
+                    format!(
+                        "destination {} of the unfinished {} move is gone",
+                        rec.destination,
+                        rec.cause.name()
+                    ),
+                ),
+            };
+            self.reassign(now, bundle, cause, &why);
+            return;
+        }
+        let held_by_destination = owner
+            .as_ref()
+            .is_some_and(|o| o.broker == rec.destination && !o.disabled);
+        if rec.state == AssignmentState::Assigning && held_by_destination {
+            if rec.unload_after_acquire {
+                self.place_split_child(now, &rec);
+            } else {
+                self.mark_assigned(now, bundle);
+            }
+            return;
+        }
+        if rec.state == AssignmentState::Assigning {
+            let age = now - rec.created_ms;
+            let limit = self.settings.namespace_bundle_unloading_timeout_ms;
+            if age > limit && self.warned.insert(format!("{bundle}@{}", rec.created_ms)) {
+                let holder = owner.as_ref().map_or("-", |o| o.broker.as_str()).to_owned();
+                self.log(
+                    Level::Warn,
+                    format!(
+                        "move of {bundle} to {} still unfinished after {age} ms (namespaceBundleUnloadingTimeoutMs {limit}); owner now {holder}",
+                        rec.destination
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Whether a record write of `bundle` awaits its outcome.
+    fn write_pending(&self, bundle: &str) -> bool {
+        self.pending
+            .values()
+            .any(|p| matches!(p, Pending::Record(w) if w.record.bundle == bundle))
+    }
+
+    /// Asks for a record write (create-only when none is known, else compare-and-set on the known version);
+    /// the record is visible to the core's later decisions at once.
+    pub(super) fn write_record(
+        &mut self,
+        record: BundleAssignment,
+        kind: RecordKind,
+        link: Option<Link>,
+    ) -> Ticket {
+        let bundle = record.bundle.clone();
+        let previous = self.records.get(&bundle).cloned();
+        let expected_version = previous.as_ref().map(|(_, v)| *v);
+        let ticket = self.ticket();
+        self.emit(Command::WriteRecord {
+            ticket,
+            record: record.clone(),
+            expected_version,
+        });
+        self.records.insert(
+            bundle,
+            (record.clone(), expected_version.map_or(0, |v| v + 1)),
+        );
+        self.pending.insert(
+            ticket,
+            Pending::Record(Box::new(RecordWrite {
+                record,
+                previous,
+                kind,
+                link,
+            })),
+        );
+        ticket
+    }
+
+    /// The outcome of a record write.
+    pub(super) fn record_done(&mut self, now: i64, w: RecordWrite, outcome: Outcome) {
+        let bundle = w.record.bundle.clone();
+        match outcome {
+            Outcome::Written(versions) => {
+                let version = versions.first().copied();
+                if let Some((rec, v)) = self.records.get_mut(&bundle) {
+                    if *rec == w.record {
+                        if let Some(version) = version {
+                            *v = version;
+                        }
+                    }
+                }
+                self.record_written(now, &w);
+                if let Some(link) = w.link {
+                    self.link_done(link, Ok(()));
+                }
+            }
+            failure => {
+                match w.previous.clone() {
+                    Some(p) => {
+                        self.records.insert(bundle.clone(), p);
+                    }
+                    None => {
+                        self.records.remove(&bundle);
+                    }
+                }
+                let why = match failure {
+                    Outcome::Conflict => {
+                        self.log(
+                            Level::Warn,
+                            format!("the record of {bundle} changed meanwhile; re-reading it"),
+                        );
+                        self.emit(Command::Reread(Reread::Record(bundle.clone())));
+                        "the record changed meanwhile; retry".to_owned()
+                    }
+                    Outcome::Failed(e) => {
+                        self.log(Level::Warn, format!("writing the record of {bundle}: {e}"));
+                        format!("the assignment could not be written ({e}); retry")
+                    }
+                    Outcome::Written(_) => unreachable!("handled above"),
+                };
+                if let Some(link) = w.link {
+                    self.link_done(link, Err(format!("{bundle}: {why}")));
+                }
+            }
+        }
+    }
+
+    fn record_written(&mut self, now: i64, w: &RecordWrite) {
+        let rec = &w.record;
+        let bundle = rec.bundle.as_str();
+        match w.kind {
+            RecordKind::Move => {
+                self.status.moves_started += 1;
+                if self.load.broker(&rec.destination).is_some() {
+                    self.load.preallocate(bundle, &rec.destination);
+                }
+                if rec.cause.starts_grace_period() {
+                    self.load.record_unload(bundle, rec.created_ms);
+                }
+                let line = format!(
+                    "move started: {bundle} {} -> {} ({}): {}",
+                    rec.source.as_deref().unwrap_or("-"),
+                    rec.destination,
+                    rec.cause.name(),
+                    rec.reason
+                );
+                self.log(Level::Info, line);
+            }
+            RecordKind::Completed => {
+                self.status.moves_completed += 1;
+                self.unsettled.push(Unsettled {
+                    bundle: bundle.to_owned(),
+                    source: rec.source.clone(),
+                    destination: rec.destination.clone(),
+                    at: now,
+                });
+                self.warned.remove(&format!("{bundle}:unplaceable"));
+                if rec.cause.starts_grace_period() {
+                    self.load.record_unload(bundle, now);
+                }
+                let line = format!(
+                    "move completed: {bundle} {} -> {} ({}) in {} ms",
+                    rec.source.as_deref().unwrap_or("-"),
+                    rec.destination,
+                    rec.cause.name(),
+                    now - rec.created_ms
+                );
+                self.log(Level::Info, line);
+            }
+            RecordKind::Adopted => {
+                let line = format!(
+                    "record written: {bundle} on {} ({}): {}",
+                    rec.destination,
+                    rec.cause.name(),
+                    rec.reason
+                );
+                self.log(Level::Info, line);
+            }
+        }
+    }
+
+    /// Starts a move of `bundle` to `destination`.
+    pub(super) fn start_move(
+        &mut self,
+        now: i64,
+        bundle: &str,
+        destination: &str,
+        cause: AssignmentCause,
+        reason: String,
+        link: Option<Link>,
+    ) -> Ticket {
+        // The owner now; for a bundle whose owner died, the owner the previous record named.
+        let previous = self.records.get(bundle).map(|(r, _)| match r.state {
+            AssignmentState::Assigned => Some(r.destination.clone()),
+            AssignmentState::Assigning => r.source.clone(),
+        });
+        let source = self
+            .owners
+            .get(bundle)
+            .map(|o| o.broker.clone())
+            .or(previous.flatten())
+            .filter(|o| o != destination);
+        let record = BundleAssignment {
+            bundle: bundle.to_owned(),
+            destination: destination.to_owned(),
+            state: AssignmentState::Assigning,
+            source,
+            cause,
+            reason,
+            leader: self.id.clone(),
+            created_ms: now,
+            updated_ms: now,
+            unload_after_acquire: false,
+        };
+        self.write_record(record, RecordKind::Move, link)
+    }
+
+    /// Places a bundle whose record's destination is gone.
+    fn reassign(&mut self, now: i64, bundle: &str, cause: AssignmentCause, why: &str) {
+        let mut rng = self.assignment_rng();
+        let placed = assign_bundle(
+            &mut self.load,
+            &self.settings,
+            &self.policies,
+            &mut self.strategies.placement,
+            bundle,
+            &mut rng,
+        );
+        match placed {
+            Ok(a) if self.registered.contains(&a.broker) => {
+                self.start_move(
+                    now,
+                    bundle,
+                    &a.broker,
+                    cause,
+                    format!("{why}; {}", a.reason),
+                    None,
+                );
+            }
+            Ok(a) => match self.choose_other(now, bundle, &a.broker) {
+                Ok((dest, reason)) if self.registered.contains(&dest) => {
+                    self.start_move(now, bundle, &dest, cause, format!("{why}; {reason}"), None);
+                }
+                _ => {
+                    let line = format!(
+                        "{bundle}: {why}, and placement chose {} which is not registered; retrying later",
+                        a.broker
+                    );
+                    self.log(Level::Warn, line);
+                }
+            },
+            Err(skipped) => {
+                if self.warned.insert(format!("{bundle}:unplaceable")) {
+                    let line = format!(
+                        "{bundle}: {why}, and it cannot be placed now: {}; retrying when brokers change",
+                        skipped.reason
+                    );
+                    self.log(Level::Warn, line);
+                }
+            }
+        }
+    }
+
+    fn mark_assigned(&mut self, now: i64, bundle: &str) {
+        let Some((mut rec, _)) = self.records.get(bundle).cloned() else {
+            return;
+        };
+        rec.state = AssignmentState::Assigned;
+        rec.updated_ms = now;
+        rec.unload_after_acquire = false;
+        self.write_record(rec, RecordKind::Completed, None);
+    }
+
+    /// A broker other than `source` for `bundle`, and why (placement, retried without `source` when it chose
+    /// it).
+    pub(super) fn choose_other(
+        &mut self,
+        now: i64,
+        bundle: &str,
+        source: &str,
+    ) -> Result<(String, String), String> {
+        let mut rng = self.assignment_rng();
+        let first = {
+            let ctx =
+                PlacementContext::new(&self.load, &self.settings, &self.policies).with_now(now);
+            select_broker(
+                &ctx,
+                &mut self.strategies.placement,
+                bundle,
+                None,
+                Some(source),
+                &mut rng,
+            )
+        };
+        if let Ok(sel) = first {
+            if sel.broker != source {
+                return Ok((sel.broker, sel.reason));
+            }
+        }
+        let mut without = self.load.clone();
+        without.remove_broker(source);
+        if without.broker_count() == 0 {
+            return Err(format!("no broker other than {source} is available"));
+        }
+        let ctx = PlacementContext::new(&without, &self.settings, &self.policies).with_now(now);
+        select_broker(
+            &ctx,
+            &mut self.strategies.placement,
+            bundle,
+            None,
+            Some(source),
+            &mut rng,
+        )
+        .map(|s| (s.broker, s.reason))
+    }
+
+    /// A split child now held by the parent's owner: place it anew (`loadBalancerAutoUnloadSplitBundlesEnabled`
+    /// or an operator's `unload`), or keep it where it is when placement says so.
+    fn place_split_child(&mut self, now: i64, rec: &BundleAssignment) {
+        match self.choose_other(now, &rec.bundle, &rec.destination) {
+            Ok((dest, why)) if self.registered.contains(&dest) => {
+                let reason = format!(
+                    "{}; child placed anew from {}: {why}",
+                    rec.reason, rec.destination
+                );
+                self.start_move(
+                    now,
+                    &rec.bundle,
+                    &dest,
+                    AssignmentCause::Split,
+                    reason,
+                    None,
+                );
+            }
+            Ok(_) | Err(_) => self.mark_assigned(now, &rec.bundle),
+        }
+    }
+
+    /// Whether the last moves are visible in the reports: nothing in flight, and every completed move listed by
+    /// its destination's report and gone from its source's (or the broker is gone, or the reports are overdue
+    /// by more than a forced-report period plus a shedding interval).
+    pub(super) fn settled(&mut self, now: i64) -> Result<(), String> {
+        let in_flight = self
+            .records
+            .values()
+            .filter(|(r, _)| r.state == AssignmentState::Assigning)
+            .count();
+        let overdue = self.settings.report_max_interval().as_millis() as i64
+            + self.settings.shedding_interval().as_millis() as i64;
+        let load = &self.load;
+        self.unsettled.retain(|u| {
+            let lists = |broker: &str| {
+                load.broker(broker)
+                    .map(|e| e.local.last_stats.contains_key(&u.bundle))
+            };
+            let dest_ok = lists(&u.destination) != Some(false);
+            let source_ok = u.source.as_deref().is_none_or(|s| lists(s) != Some(true));
+            !(dest_ok && source_ok) && now - u.at <= overdue
+        });
+        if in_flight > 0 || !self.unsettled.is_empty() {
+            return Err(format!(
+                "{in_flight} move(s) in flight, {} completed move(s) not reported yet",
+                self.unsettled.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Why a bundle cannot be moved off `source` now.
+    pub(super) fn move_blocker(&self, bundle: &str, source: &str) -> Option<String> {
+        if let Some((r, _)) = self.records.get(bundle) {
+            if r.state == AssignmentState::Assigning {
+                return Some(format!("already moving to {}", r.destination));
+            }
+        }
+        match self.owners.get(bundle) {
+            Some(o) if o.broker == source && !o.disabled => None,
+            Some(o) => Some(format!("owned by {} now", o.broker)),
+            None => Some("not owned now".to_owned()),
+        }
+    }
+
+    pub(super) fn on_done(&mut self, now: i64, ticket: Ticket, outcome: Outcome) {
+        let Some(p) = self.pending.remove(&ticket) else {
+            return;
+        };
+        match p {
+            Pending::Record(w) => self.record_done(now, *w, outcome),
+            Pending::Flush(f) => self.flush_done(f, outcome),
+            Pending::Delete(node) => self.delete_done(node, outcome),
+            Pending::Split(s) => self.split_done(*s, outcome),
+            Pending::SplitPoints(_) => {}
+        }
+    }
+}

@@ -1,0 +1,526 @@
+use std::collections::VecDeque;
+
+use super::*;
+use crate::bundle::{NamespaceBundles, NamespaceName};
+use crate::config::ShedderKind;
+use crate::model::records::{AssignmentCause, AssignmentState};
+use crate::model::{LocalBrokerData, NamespaceBundleStats, ResourceUsage, SystemResourceUsage};
+
+const NS: &str = "t/n";
+
+fn report(bundles: &[(&str, f64)], cpu: f64) -> LocalBrokerData {
+    let mut r = LocalBrokerData::default();
+    let usage = SystemResourceUsage {
+        cpu: ResourceUsage::new(cpu, 100.0),
+        ..Default::default()
+    };
+    r.update(
+        &usage,
+        bundles
+            .iter()
+            .map(|(b, rate)| {
+                (
+                    b.to_string(),
+                    NamespaceBundleStats {
+                        msg_rate_in: *rate,
+                        msg_rate_out: *rate,
+                        msg_throughput_in: rate * 1000.0,
+                        msg_throughput_out: rate * 1000.0,
+                        topics: 2,
+                        ..Default::default()
+                    },
+                )
+            })
+            .collect(),
+    );
+    r.load_manager_class_name = Some(crate::model::MODULAR_LOAD_MANAGER_CLASS.into());
+    r
+}
+
+fn namespace(boundaries: Vec<u64>) -> NamespaceBundlesInfo {
+    let bundles = NamespaceBundles::from_boundaries(boundaries).unwrap();
+    let mut local = crate::model::LocalPolicies::default();
+    local.bundles = bundles.to_bundles_data();
+    NamespaceBundlesInfo {
+        namespace: NamespaceName::parse(NS).unwrap(),
+        bundles,
+        local,
+        local_version: Some(0),
+    }
+}
+
+/// An executor that writes everything at once, as the simulator does: every write succeeds with version
+/// `expected + 1` (0 for a create). Returns every command, follow-ups included, in execution order.
+fn drive(leader: &mut Leader, now: i64, event: Event) -> Vec<Command> {
+    drive_with(leader, now, event, |_| None)
+}
+
+/// Like [`drive`], but `fail` may give another outcome for a command.
+fn drive_with(
+    leader: &mut Leader,
+    now: i64,
+    event: Event,
+    fail: impl Fn(&Command) -> Option<Outcome>,
+) -> Vec<Command> {
+    let mut done = Vec::new();
+    let mut queue: VecDeque<Command> = leader.handle(now, event).into();
+    while let Some(c) = queue.pop_front() {
+        let outcome = fail(&c).unwrap_or_else(|| match &c {
+            Command::WriteRecord {
+                expected_version, ..
+            } => Outcome::Written(vec![expected_version.map_or(0, |v| v + 1)]),
+            Command::Split { write, .. } => {
+                let mut v = vec![write.expected_local_version.map_or(0, |v| v + 1)];
+                v.extend(write.child_records.iter().map(|_| 0));
+                Outcome::Written(v)
+            }
+            _ => Outcome::Written(Vec::new()),
+        });
+        let ticket = match &c {
+            Command::WriteRecord { ticket, .. }
+            | Command::Flush { ticket, .. }
+            | Command::Delete { ticket, .. }
+            | Command::Split { ticket, .. } => Some(*ticket),
+            _ => None,
+        };
+        done.push(c);
+        if let Some(ticket) = ticket {
+            let more = leader.handle(now, Event::Done { ticket, outcome });
+            for m in more.into_iter().rev() {
+                queue.push_front(m);
+            }
+        }
+    }
+    done
+}
+
+fn moves(commands: &[Command]) -> Vec<(String, String, AssignmentCause)> {
+    commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::WriteRecord { record, .. } if record.state == AssignmentState::Assigning => {
+                Some((
+                    record.bundle.clone(),
+                    record.destination.clone(),
+                    record.cause,
+                ))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn answers(commands: &[Command]) -> Vec<(RequestId, Answer)> {
+    commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::Answer { id, answer } => Some((*id, answer.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn names(n: u64) -> Vec<String> {
+    (0..n)
+        .map(|i| format!("{NS}/0x{:08x}_0x{:08x}", i << 28, (i + 1) << 28))
+        .collect()
+}
+
+/// b1 (hot, 95 % CPU) owns five equal bundles of a namespace of sixteen; b2 and b3 idle. Records and ownership
+/// nodes say so.
+fn hot_owner(shedder: ShedderKind) -> (Leader, Vec<String>) {
+    let mut settings = Settings::default();
+    settings.load_balancer_load_shedding_strategy = shedder;
+    settings.load_balancer_load_placement_strategy = shedder.default_placement();
+    let mut leader = Leader::new("b1:8080", settings, 3, 0);
+    let all = names(16);
+    let mut state = LoadedState {
+        namespaces: vec![namespace(
+            (0..=16u64).map(|i| (i << 28).min(0xffff_ffff)).collect(),
+        )],
+        ..Default::default()
+    };
+    let hot: Vec<(&str, f64)> = all[..5].iter().map(|b| (b.as_str(), 3000.0)).collect();
+    state.reports = vec![
+        ("b1:8080".into(), Ok(report(&hot, 95.0))),
+        ("b2:8080".into(), Ok(report(&[], 5.0))),
+        ("b3:8080".into(), Ok(report(&[], 5.0))),
+    ];
+    for b in &all[..5] {
+        state.owners.push((
+            b.clone(),
+            OwnerSeen {
+                broker: "b1:8080".into(),
+                disabled: false,
+            },
+        ));
+    }
+    let out = drive(&mut leader, 0, Event::Loaded(Box::new(state)));
+    // Owned bundles without records are adopted.
+    let adopted = out
+        .iter()
+        .filter(|c| matches!(c, Command::WriteRecord { record, .. } if record.cause == AssignmentCause::Adopted))
+        .count();
+    assert_eq!(adopted, 5);
+    (leader, all)
+}
+
+/// Runs shedding ticks a minute apart until one starts moves; those moves.
+fn first_moves(leader: &mut Leader) -> Vec<(String, String, AssignmentCause)> {
+    for k in 1..=10 {
+        let m = moves(&drive(leader, k * 60_000, Event::Tick(Tick::Shedding)));
+        if !m.is_empty() {
+            return m;
+        }
+    }
+    Vec::new()
+}
+
+#[test]
+fn every_shedder_moves_load_off_the_hot_broker() {
+    for shedder in ShedderKind::ALL {
+        let (mut leader, _) = hot_owner(shedder);
+        let m = first_moves(&mut leader);
+        assert!(!m.is_empty(), "{shedder}: no move");
+        for (bundle, dest, cause) in &m {
+            assert_eq!(*cause, AssignmentCause::Shedding, "{shedder}: {bundle}");
+            assert_ne!(dest, "b1:8080", "{shedder}: {bundle}");
+        }
+        assert_eq!(leader.status().moves_started, m.len() as u64);
+    }
+}
+
+#[test]
+fn shedding_waits_while_a_move_is_in_flight_and_until_reports_show_it() {
+    let (mut leader, all) = hot_owner(ShedderKind::AvgShedder);
+    let m = first_moves(&mut leader);
+    assert!(!m.is_empty());
+    let t = leader.shedding_ticks() as i64 * 60_000;
+    // In flight: the next tick starts nothing.
+    assert!(moves(&drive(&mut leader, t + 60_000, Event::Tick(Tick::Shedding))).is_empty());
+    // The destinations take the bundles: the records are marked assigned.
+    for (bundle, dest, _) in &m {
+        let out = drive(
+            &mut leader,
+            t + 61_000,
+            Event::OwnerSeen {
+                bundle: bundle.clone(),
+                owner: OwnerSeen {
+                    broker: dest.clone(),
+                    disabled: false,
+                },
+            },
+        );
+        assert!(out
+            .iter()
+            .any(|c| matches!(c, Command::WriteRecord { record, .. }
+            if record.bundle == *bundle && record.state == AssignmentState::Assigned)));
+    }
+    assert_eq!(leader.status().moves_completed, m.len() as u64);
+    // Completed but not reported yet: still waiting.
+    let out = drive(&mut leader, t + 120_000, Event::Tick(Tick::Shedding));
+    assert!(moves(&out).is_empty());
+    assert!(out.iter().any(
+        |c| matches!(c, Command::Log { message, .. } if message.contains("not reported yet"))
+    ));
+    // Once both sides report it, the wait ends.
+    let moved: Vec<&str> = m.iter().map(|(b, _, _)| b.as_str()).collect();
+    let kept: Vec<(&str, f64)> = all[..5]
+        .iter()
+        .filter(|b| !moved.contains(&b.as_str()))
+        .map(|b| (b.as_str(), 3000.0))
+        .collect();
+    drive(
+        &mut leader,
+        t + 121_000,
+        Event::Report {
+            broker: "b1:8080".into(),
+            report: Ok(report(&kept, 60.0)),
+        },
+    );
+    for dest in ["b2:8080", "b3:8080"] {
+        let mine: Vec<(&str, f64)> = m
+            .iter()
+            .filter(|(_, d, _)| d == dest)
+            .map(|(b, _, _)| (b.as_str(), 3000.0))
+            .collect();
+        drive(
+            &mut leader,
+            t + 121_000,
+            Event::Report {
+                broker: dest.into(),
+                report: Ok(report(&mine, 30.0)),
+            },
+        );
+    }
+    let out = drive(&mut leader, t + 180_000, Event::Tick(Tick::Shedding));
+    assert!(!out.iter().any(
+        |c| matches!(c, Command::Log { message, .. } if message.contains("not reported yet"))
+    ));
+}
+
+#[test]
+fn a_lookup_is_answered_once_its_record_is_written() {
+    let (mut leader, all) = hot_owner(ShedderKind::AvgShedder);
+    let topic = "persistent://t/n/some-topic";
+    let out = drive(
+        &mut leader,
+        1_000,
+        Event::Request {
+            id: 7,
+            request: Request::Lookup {
+                topic: topic.into(),
+            },
+        },
+    );
+    let a = answers(&out);
+    assert_eq!(a.len(), 1);
+    assert!(a[0].1.ok, "{:?}", a[0]);
+    let bundle = a[0].1.result["bundle"].as_str().unwrap().to_owned();
+    assert!(all.contains(&bundle));
+    // The answer follows the record write.
+    let w = out
+        .iter()
+        .position(|c| matches!(c, Command::WriteRecord { .. }));
+    let ans = out
+        .iter()
+        .position(|c| matches!(c, Command::Answer { .. }))
+        .unwrap();
+    if !all[..5].contains(&bundle) {
+        assert!(w.unwrap() < ans);
+        assert_eq!(moves(&out)[0].2, AssignmentCause::Lookup);
+        // A second lookup answers the record in flight, without a write.
+        let again = drive(
+            &mut leader,
+            1_001,
+            Event::Request {
+                id: 8,
+                request: Request::Lookup {
+                    topic: topic.into(),
+                },
+            },
+        );
+        assert!(moves(&again).is_empty());
+        assert!(answers(&again)[0].1.message.contains("being assigned"));
+    }
+}
+
+#[test]
+fn a_conflicting_record_write_is_read_again_and_the_request_refused() {
+    let (mut leader, all) = hot_owner(ShedderKind::AvgShedder);
+    let bundle = all[10].clone();
+    let out = drive_with(
+        &mut leader,
+        1_000,
+        Event::Request {
+            id: 1,
+            request: Request::Assign {
+                bundle: bundle.clone(),
+            },
+        },
+        |c| matches!(c, Command::WriteRecord { .. }).then_some(Outcome::Conflict),
+    );
+    assert!(out.contains(&Command::Reread(Reread::Record(bundle.clone()))));
+    let a = answers(&out);
+    assert!(
+        !a[0].1.ok && a[0].1.message.contains("changed meanwhile"),
+        "{a:?}"
+    );
+    assert!(
+        !leader.records().contains_key(&bundle),
+        "the tentative record is dropped"
+    );
+    assert_eq!(leader.status().moves_started, 0);
+}
+
+#[test]
+fn a_gone_broker_s_bundles_are_reassigned_and_its_time_average_deleted() {
+    let (mut leader, all) = hot_owner(ShedderKind::AvgShedder);
+    // The flush writes b1's time average; then b1 goes.
+    let out = drive(&mut leader, 900_000, Event::Tick(Tick::Flush));
+    assert!(out.iter().any(|c| matches!(c, Command::Flush { writes, .. }
+        if writes.iter().any(|(n, _)| *n == FlushedNode::TimeAverage("b1:8080".into())))));
+    let out = drive(
+        &mut leader,
+        901_000,
+        Event::BrokerGone {
+            broker: "b1:8080".into(),
+        },
+    );
+    let m = moves(&out);
+    assert_eq!(m.len(), 5, "{out:?}");
+    for (b, dest, cause) in &m {
+        assert!(all[..5].contains(b));
+        assert_ne!(dest, "b1:8080");
+        assert_eq!(*cause, AssignmentCause::Orphan);
+    }
+    assert!(out.iter().any(|c| matches!(c, Command::Delete { node, .. }
+        if *node == FlushedNode::TimeAverage("b1:8080".into()))));
+}
+
+#[test]
+fn a_flush_where_nothing_changed_writes_nothing() {
+    let (mut leader, _) = hot_owner(ShedderKind::AvgShedder);
+    let first = drive(&mut leader, 900_000, Event::Tick(Tick::Flush));
+    let n = |out: &[Command]| {
+        out.iter()
+            .find_map(|c| match c {
+                Command::Flush { writes, .. } => Some(writes.len()),
+                _ => None,
+            })
+            .unwrap()
+    };
+    assert!(n(&first) > 0);
+    // With no report in between, only Pulsar's extra sample changes the windows; a second flush of the same
+    // samples count still rewrites them, so compare a flush right after a flush with resampling disabled by
+    // checking the time averages only.
+    let second = drive(&mut leader, 900_001, Event::Tick(Tick::Flush));
+    let ta_rewritten = second.iter().any(|c| {
+        matches!(c, Command::Flush { writes, .. }
+        if writes.iter().any(|(n, _)| matches!(n, FlushedNode::TimeAverage(_))))
+    });
+    assert!(!ta_rewritten, "{second:?}");
+}
+
+#[test]
+fn a_split_parent_is_forgotten_and_never_proposed_again() {
+    for shedder in ShedderKind::ALL {
+        let (mut leader, all) = hot_owner(shedder);
+        let parent = all[0].clone();
+        let out = drive(
+            &mut leader,
+            1_000,
+            Event::Request {
+                id: 3,
+                request: Request::Split {
+                    bundle: parent.clone(),
+                    algorithm: Some("range_equally_divide".into()),
+                    positions: Vec::new(),
+                    unload: false,
+                },
+            },
+        );
+        let a = answers(&out);
+        assert!(a[0].1.ok, "{shedder}: {a:?}");
+        assert!(leader.load().bundle(&parent).is_none(), "{shedder}");
+        assert!(!leader.records().contains_key(&parent));
+        let children = leader.namespace(NS).unwrap().bundle_names();
+        assert_eq!(children.len(), 17);
+        assert!(!children.contains(&parent));
+        assert_eq!(leader.status().splits, 1);
+        let m = first_moves(&mut leader);
+        assert!(m.iter().all(|(b, _, _)| *b != parent), "{shedder}: {m:?}");
+    }
+}
+
+#[test]
+fn a_split_that_conflicts_restores_the_namespace() {
+    let (mut leader, all) = hot_owner(ShedderKind::AvgShedder);
+    let before = leader.namespace(NS).unwrap().clone();
+    let out = drive_with(
+        &mut leader,
+        1_000,
+        Event::Request {
+            id: 3,
+            request: Request::Split {
+                bundle: all[0].clone(),
+                algorithm: Some("range_equally_divide".into()),
+                positions: Vec::new(),
+                unload: false,
+            },
+        },
+        |c| matches!(c, Command::Split { .. }).then_some(Outcome::Conflict),
+    );
+    assert!(!answers(&out)[0].1.ok);
+    assert_eq!(leader.namespace(NS).unwrap(), &before);
+    assert!(leader.records().contains_key(&all[0]));
+    assert!(out.contains(&Command::Reread(Reread::Namespace(NS.into()))));
+}
+
+#[test]
+fn reports_before_the_first_cycle_use_the_configured_ema_settings() {
+    let mut settings = Settings::default();
+    settings.load_balancer_load_shedding_strategy = ShedderKind::TransferShedder;
+    settings.load_balancer_history_resource_percentage = 0.5;
+    let mut leader = Leader::new("b1:8080", settings, 1, 0);
+    drive(&mut leader, 0, Event::Loaded(Box::default()));
+    for cpu in [80.0, 20.0, 20.0] {
+        drive(
+            &mut leader,
+            1,
+            Event::Report {
+                broker: "b1:8080".into(),
+                report: Ok(report(&[], cpu)),
+            },
+        );
+    }
+    // 0.8 → 0.5 × 0.8 + 0.5 × 0.2 = 0.5 → 0.35 (Pulsar's default 0.9 would give 0.692).
+    let ema = leader.load().broker("b1:8080").unwrap().extensible;
+    assert!((ema.weighted_max_ema - 0.35).abs() < 1e-12, "{ema:?}");
+}
+
+#[test]
+fn a_report_schedules_one_split_check_at_the_next_period() {
+    let mut settings = Settings::default();
+    settings.load_balancer_auto_bundle_split_enabled = true;
+    let mut leader = Leader::new("b1:8080", settings, 1, 0);
+    drive(&mut leader, 0, Event::Loaded(Box::default()));
+    let r = |leader: &mut Leader, now| {
+        drive(
+            leader,
+            now,
+            Event::Report {
+                broker: "b1:8080".into(),
+                report: Ok(report(&[], 10.0)),
+            },
+        )
+    };
+    let wakes = |out: &[Command]| {
+        out.iter()
+            .filter_map(|c| match c {
+                Command::Wake { at } => Some(*at),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(wakes(&r(&mut leader, 12_300)), vec![15_000]);
+    assert!(
+        wakes(&r(&mut leader, 13_000)).is_empty(),
+        "one pending check"
+    );
+    drive(&mut leader, 15_000, Event::Tick(Tick::SplitCheck));
+    assert_eq!(wakes(&r(&mut leader, 20_000)), vec![20_000]);
+}
+
+#[test]
+fn unloading_a_namespace_answers_once_every_move_is_written() {
+    let (mut leader, all) = hot_owner(ShedderKind::AvgShedder);
+    let out = drive(
+        &mut leader,
+        1_000,
+        Event::Request {
+            id: 9,
+            request: Request::UnloadNamespace {
+                namespace: NS.into(),
+            },
+        },
+    );
+    let m = moves(&out);
+    assert_eq!(m.len(), 5);
+    assert!(m
+        .iter()
+        .all(|(b, d, c)| all[..5].contains(b) && d != "b1:8080" && *c == AssignmentCause::Unload));
+    let a = answers(&out);
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].0, 9);
+    assert_eq!(a[0].1.message, "unloading 5 bundle(s) of t/n");
+    let last_write = out
+        .iter()
+        .rposition(|c| matches!(c, Command::WriteRecord { .. }))
+        .unwrap();
+    let ans = out
+        .iter()
+        .position(|c| matches!(c, Command::Answer { .. }))
+        .unwrap();
+    assert!(last_write < ans);
+}

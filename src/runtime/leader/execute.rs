@@ -1,0 +1,303 @@
+//! Commands of the core into fenced store batches, answers and log lines. A write's outcome goes back to the
+//! core as [`Event::Done`]; a rejected fence or a closed store stops the leader.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use crate::bundle::format_hash;
+use crate::core::leader::{Command, Event, FlushedNode, Level, Outcome, Reread, SplitWrite};
+use crate::model::json::to_json_vec;
+use crate::model::records::{AdminRequest, RequestOp, RequestResponse};
+use crate::paths;
+use crate::store::{CreateOptions, Error, MetadataStoreExt, Op, OpResult, CREATE_ONLY};
+
+use super::{Executor, OpenRequest, SplitPointsAnswer, Step, Stop};
+
+/// Answered requests are removed after this long; unanswered ones (the asker gave up) after the second.
+const ANSWERED_TTL_MS: i64 = 60_000;
+const UNANSWERED_TTL_MS: i64 = 600_000;
+
+fn node_path(node: &FlushedNode) -> String {
+    match node {
+        FlushedNode::BundleData(b) => paths::bundle_data(b),
+        FlushedNode::TimeAverage(b) => paths::time_average(b),
+    }
+}
+
+/// The versions of the puts of a batch, in order.
+fn put_versions(results: &[OpResult]) -> Vec<i64> {
+    results
+        .iter()
+        .filter_map(|r| match r {
+            OpResult::Put(stat) => Some(stat.version),
+            _ => None,
+        })
+        .collect()
+}
+
+fn split_ops(w: &SplitWrite) -> Vec<Op> {
+    let mut ops = vec![Op::Put {
+        path: paths::local_policies(&w.namespace),
+        value: to_json_vec(&w.local),
+        expected_version: Some(w.expected_local_version.unwrap_or(CREATE_ONLY)),
+        options: CreateOptions::PERSISTENT,
+    }];
+    if let Some((parent, v)) = &w.parent_record {
+        ops.push(Op::Delete {
+            path: paths::assignment(parent),
+            expected_version: Some(*v),
+        });
+    }
+    for r in &w.child_records {
+        ops.push(Op::Put {
+            path: paths::assignment(&r.bundle),
+            value: to_json_vec(r),
+            expected_version: Some(CREATE_ONLY),
+            options: CreateOptions::PERSISTENT,
+        });
+    }
+    if let Some(parent) = &w.parent_data {
+        ops.push(Op::delete(paths::bundle_data(parent)));
+    }
+    for (c, d) in &w.child_data {
+        ops.push(Op::put(paths::bundle_data(c), to_json_vec(d)));
+    }
+    ops
+}
+
+impl Executor {
+    /// Maps a store error: fenced or closed stops the loop, anything else is logged.
+    pub(super) fn soft(&self, e: Error, what: &str) -> Step {
+        match e {
+            Error::Fenced { .. } => Err(Stop::Fenced),
+            Error::Closed => Err(Stop::Closed),
+            e => {
+                tracing::warn!(leader = %self.sh.broker_id, "{what}: {e}");
+                Ok(())
+            }
+        }
+    }
+
+    /// A fenced batch's outcome for the core.
+    async fn batch(&mut self, ops: Vec<Op>, deleting: bool) -> Step<Outcome> {
+        match self.election.fenced_batch(ops).await {
+            Ok(results) => Ok(Outcome::Written(put_versions(&results))),
+            Err(Error::NotFound { .. }) if deleting => Ok(Outcome::Written(Vec::new())),
+            Err(Error::BadVersion { .. }) | Err(Error::AlreadyExists { .. }) => {
+                Ok(Outcome::Conflict)
+            }
+            Err(Error::Fenced { .. }) => Err(Stop::Fenced),
+            Err(Error::Closed) => Err(Stop::Closed),
+            Err(e) => Ok(Outcome::Failed(e.to_string())),
+        }
+    }
+
+    /// Executes one command; the event to give the core next, if any (a write's outcome).
+    pub(super) async fn execute(&mut self, c: Command) -> Step<Option<Event>> {
+        let id = self.sh.broker_id.clone();
+        match c {
+            Command::WriteRecord {
+                ticket,
+                record,
+                expected_version,
+            } => {
+                let op = Op::Put {
+                    path: paths::assignment(&record.bundle),
+                    value: to_json_vec(&record),
+                    expected_version: Some(expected_version.unwrap_or(CREATE_ONLY)),
+                    options: CreateOptions::PERSISTENT,
+                };
+                let outcome = self.batch(vec![op], false).await?;
+                Ok(Some(Event::Done { ticket, outcome }))
+            }
+            Command::Flush {
+                ticket,
+                writes,
+                status,
+            } => {
+                let mut ops: Vec<Op> = writes
+                    .iter()
+                    .map(|(node, bytes)| Op::put(node_path(node), bytes.clone()))
+                    .collect();
+                ops.push(Op::put(paths::LEADER_STATUS, to_json_vec(&status)));
+                let outcome = self.batch(ops, false).await?;
+                Ok(Some(Event::Done { ticket, outcome }))
+            }
+            Command::Delete { ticket, node, why } => {
+                let path = node_path(&node);
+                let outcome = self.batch(vec![Op::delete(path.clone())], true).await?;
+                if let Outcome::Written(_) = outcome {
+                    tracing::info!(leader = %id, "deleted {path}: {why}");
+                }
+                Ok(Some(Event::Done { ticket, outcome }))
+            }
+            Command::Split {
+                ticket,
+                write,
+                reason,
+            } => {
+                tracing::debug!(leader = %id, "writing {reason}");
+                let outcome = self.batch(split_ops(&write), false).await?;
+                Ok(Some(Event::Done { ticket, outcome }))
+            }
+            Command::AskSplitPoints {
+                ticket,
+                bundle,
+                owner,
+                algorithm,
+                positions,
+            } => {
+                self.ask_split_points(
+                    ticket,
+                    bundle,
+                    owner,
+                    algorithm.name().to_owned(),
+                    positions,
+                );
+                Ok(None)
+            }
+            Command::Answer { id: rid, answer } => {
+                if let Some(open) = self.open.remove(&rid) {
+                    self.write_answer(&open, answer.ok, answer.message, answer.result)
+                        .await?;
+                }
+                Ok(None)
+            }
+            Command::WriteStatus(status) => {
+                let op = Op::put(paths::LEADER_STATUS, to_json_vec(&status));
+                match self.election.fenced_batch(vec![op]).await {
+                    Ok(_) => {}
+                    Err(e) => self.soft(e, "writing the leader status")?,
+                }
+                Ok(None)
+            }
+            Command::Reread(Reread::Record(bundle)) => self.record_event(&bundle).await,
+            Command::Reread(Reread::Namespace(ns)) => self.namespace_event(&ns).await,
+            Command::CollectRequests => {
+                self.collect_requests().await?;
+                Ok(None)
+            }
+            Command::Wake { at } => {
+                self.wakes.insert(at);
+                Ok(None)
+            }
+            Command::Log { level, message } => {
+                match level {
+                    Level::Debug => tracing::debug!(leader = %id, "{message}"),
+                    Level::Info => tracing::info!(leader = %id, "{message}"),
+                    Level::Warn => tracing::warn!(leader = %id, "{message}"),
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Asks the owner (or this broker's own host) for a bundle's split points; the answer arrives as an event.
+    fn ask_split_points(
+        &self,
+        ticket: u64,
+        bundle: String,
+        owner: String,
+        algorithm: String,
+        positions: Vec<u64>,
+    ) {
+        let positions: Vec<String> = positions.iter().map(|p| format_hash(*p)).collect();
+        if owner == self.sh.broker_id {
+            let result =
+                crate::runtime::shared::split_points(&self.sh, &bundle, &algorithm, &positions);
+            let _ = self.points_tx.send(SplitPointsAnswer { ticket, result });
+            return;
+        }
+        let store = self.sh.store.clone();
+        let tx = self.points_tx.clone();
+        let requester = self.sh.broker_id.clone();
+        tokio::spawn(async move {
+            let result = crate::runtime::requests::submit(
+                &store,
+                RequestOp::SplitPoints {
+                    bundle,
+                    algorithm,
+                    positions,
+                },
+                Some(&owner),
+                &requester,
+                Duration::from_secs(30),
+            )
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| {
+                serde_json::from_value::<Vec<String>>(r.result)
+                    .map_err(|e| format!("malformed split points: {e}"))
+            })
+            .and_then(|v| {
+                v.iter()
+                    .map(|p| crate::bundle::parse_hash(p).map_err(|e| e.to_string()))
+                    .collect::<Result<Vec<u64>, String>>()
+            });
+            let _ = tx.send(SplitPointsAnswer { ticket, result });
+        });
+    }
+
+    pub(super) async fn write_answer(
+        &mut self,
+        open: &OpenRequest,
+        ok: bool,
+        message: String,
+        result: serde_json::Value,
+    ) -> Step {
+        let id = &self.sh.broker_id;
+        let what = open.request.op.describe();
+        if ok {
+            tracing::info!(leader = %id, "{what}: {message}");
+        } else {
+            tracing::info!(leader = %id, "{what} refused: {message}");
+        }
+        let answered = AdminRequest {
+            response: Some(RequestResponse {
+                ok,
+                message,
+                result,
+                answered_by: id.clone(),
+                answered_ms: self.sh.now_ms(),
+            }),
+            ..open.request.clone()
+        };
+        let op = Op::Put {
+            path: open.path.clone(),
+            value: to_json_vec(&answered),
+            expected_version: Some(open.stat.version),
+            options: CreateOptions::PERSISTENT,
+        };
+        match self.election.fenced_batch(vec![op]).await {
+            Ok(_) | Err(Error::BadVersion { .. }) => Ok(()),
+            Err(e) => self.soft(e, &format!("answering {}", open.path)),
+        }
+    }
+
+    /// Removes answered requests older than a minute and abandoned ones older than ten.
+    async fn collect_requests(&mut self) -> Step {
+        let now = self.sh.now_ms();
+        let names = match self.sh.store.get_children(paths::REQUESTS).await {
+            Ok(n) => n,
+            Err(e) => return self.soft(e, "listing requests"),
+        };
+        let present: HashSet<String> = names
+            .iter()
+            .map(|n| format!("{}/{n}", paths::REQUESTS))
+            .collect();
+        self.handled.retain(|p, _| present.contains(p));
+        for path in present {
+            let Ok(Some((r, stat))) = self.sh.store.get_json::<AdminRequest>(&path).await else {
+                continue;
+            };
+            let expired = match &r.response {
+                Some(resp) => now - resp.answered_ms > ANSWERED_TTL_MS,
+                None => now - r.created_ms > UNANSWERED_TTL_MS,
+            };
+            if expired {
+                let _ = self.sh.store.delete(&path, Some(stat.version)).await;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,176 @@
+//! A new leader's full read of the store: [`load_all`] turns every node the leader needs into a
+//! [`LoadedState`] for [`crate::core::leader::Event::Loaded`].
+
+use futures::stream::{self, StreamExt};
+
+use crate::core::leader::{ClusterPolicyData, LoadedState, OwnerSeen};
+use crate::core::ClusterPolicies;
+use crate::model::load_report::parse_report;
+use crate::model::records::BundleAssignment;
+use crate::model::{BundleData, NamespaceEphemeralData, ResourceQuota};
+use crate::paths;
+use crate::runtime::identity::owner_of;
+use crate::runtime::namespaces::{list_namespaces, read_bundles};
+use crate::runtime::ownership::list_bundles;
+use crate::runtime::shared::AgentShared;
+use crate::runtime::RuntimeError;
+use crate::store::{Error, Stat};
+
+/// Reads `paths` 16 at a time; each as (value, stat, bytes), `None` when absent.
+pub(super) async fn read_many<T: serde::de::DeserializeOwned + Send>(
+    sh: &AgentShared,
+    paths: Vec<String>,
+) -> Vec<(String, Result<Option<(T, Stat, Vec<u8>)>, Error>)> {
+    stream::iter(paths)
+        .map(|p| async move {
+            let r = match sh.store.get(&p).await {
+                Ok(Some(g)) => match serde_json::from_slice::<T>(&g.value) {
+                    Ok(v) => Ok(Some((v, g.stat, g.value))),
+                    Err(e) => Err(Error::Content {
+                        path: p.clone(),
+                        reason: e.to_string(),
+                    }),
+                },
+                Ok(None) => Ok(None),
+                Err(e) => Err(e),
+            };
+            (p, r)
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await
+}
+
+/// Reads the cluster's isolation policies and failure domains (`None` without a cluster name or on a read
+/// error, which is logged; the policies in force then stay).
+pub(super) async fn cluster_policies(sh: &AgentShared) -> Option<ClusterPolicyData> {
+    let cluster = sh.settings().cluster_name?;
+    match crate::runtime::cluster_policies::read_cluster_policies(&sh.store, &cluster).await {
+        Ok(data) => {
+            for w in &data.warnings {
+                tracing::warn!(leader = %sh.broker_id, "{w}");
+            }
+            let mut p = ClusterPolicies::default();
+            data.apply_to(&mut p);
+            Some(ClusterPolicyData {
+                isolation: p.isolation,
+                domains: p.domains,
+            })
+        }
+        Err(e) => {
+            tracing::warn!(leader = %sh.broker_id, cluster, "cluster policies not reloaded: {e}");
+            None
+        }
+    }
+}
+
+/// Who an ownership node names.
+pub(super) fn owner_seen(data: &NamespaceEphemeralData) -> OwnerSeen {
+    OwnerSeen {
+        broker: owner_of(data).unwrap_or_default(),
+        disabled: data.disabled,
+    }
+}
+
+/// Everything a new leader reads: stored bundle data and quotas (the seeds of bundles seen for the first time),
+/// time averages, namespaces, reports, assignment records, ownership nodes, cluster policies. Also fills the
+/// executor's `applied` map with each report's (incarnation, version).
+pub(super) async fn load_all(
+    sh: &AgentShared,
+    applied: &mut std::collections::HashMap<String, (i64, i64)>,
+) -> Result<LoadedState, RuntimeError> {
+    let store = sh.store.clone();
+    let started = tokio::time::Instant::now();
+    let mut state = LoadedState::default();
+    let bundles = list_bundles(&store, paths::BUNDLE_DATA).await?;
+    let paths_: Vec<String> = bundles.iter().map(|b| paths::bundle_data(b)).collect();
+    for (path, r) in read_many::<BundleData>(sh, paths_).await {
+        let Some(bundle) = paths::below(paths::BUNDLE_DATA, &path).map(str::to_owned) else {
+            continue;
+        };
+        match r {
+            Ok(Some((data, _, bytes))) => state.bundle_data.push((bundle, Some(data), bytes)),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!("stored bundle data skipped: {e}");
+                state.bundle_data.push((bundle, None, Vec::new()));
+            }
+        }
+    }
+    for root in [paths::RESOURCE_QUOTA_LEGACY, paths::RESOURCE_QUOTA] {
+        let quotas = list_bundles(&store, root).await?;
+        let paths_: Vec<String> = quotas.iter().map(|b| format!("{root}/{b}")).collect();
+        for (path, r) in read_many::<ResourceQuota>(sh, paths_).await {
+            match r {
+                Ok(Some((q, _, _))) => {
+                    if let Some(b) = paths::below(root, &path) {
+                        state.quotas.push((b.to_owned(), q));
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!("stored quota skipped: {e}"),
+            }
+        }
+    }
+    let tas = store.get_children(paths::BROKER_TIME_AVERAGE).await?;
+    let paths_: Vec<String> = tas.iter().map(|b| paths::time_average(b)).collect();
+    for (path, r) in read_many::<serde_json::Value>(sh, paths_).await {
+        if let Some(b) = paths::below(paths::BROKER_TIME_AVERAGE, &path) {
+            let bytes = r.ok().flatten().map(|(_, _, bytes)| bytes);
+            state.time_averages.push((b.to_owned(), bytes));
+        }
+    }
+    for ns in list_namespaces(&store).await? {
+        let Ok(name) = crate::bundle::NamespaceName::parse(&ns) else {
+            continue;
+        };
+        match read_bundles(&store, &name).await {
+            Ok(Some(info)) => state.namespaces.push(info),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(namespace = ns, "namespace skipped: {e}"),
+        }
+    }
+    for id in store.get_children(paths::BROKERS).await? {
+        let path = paths::broker(&id);
+        match store.get(&path).await {
+            Ok(Some(found)) => {
+                applied.insert(
+                    id.clone(),
+                    (found.stat.creation_revision, found.stat.version),
+                );
+                state.reports.push((id, parse_report(&found.value)));
+            }
+            Ok(None) => {}
+            Err(Error::Closed) => return Err(RuntimeError::Store(Error::Closed)),
+            Err(e) => tracing::warn!(leader = %sh.broker_id, "reading {path}: {e}"),
+        }
+    }
+    let records = list_bundles(&store, paths::ASSIGNMENTS).await?;
+    let paths_: Vec<String> = records.iter().map(|b| paths::assignment(b)).collect();
+    for (_, r) in read_many::<BundleAssignment>(sh, paths_).await {
+        match r {
+            Ok(Some((rec, stat, _))) => state.records.push((rec, stat.version)),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("assignment record skipped: {e}"),
+        }
+    }
+    let owned = list_bundles(&store, paths::OWNERSHIP).await?;
+    let paths_: Vec<String> = owned.iter().map(|b| paths::ownership(b)).collect();
+    for (path, r) in read_many::<NamespaceEphemeralData>(sh, paths_).await {
+        let Some(bundle) = paths::below(paths::OWNERSHIP, &path).map(str::to_owned) else {
+            continue;
+        };
+        match r {
+            Ok(Some((data, _, _))) => state.owners.push((bundle, owner_seen(&data))),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("ownership node skipped: {e}"),
+        }
+    }
+    state.cluster = cluster_policies(sh).await;
+    tracing::info!(
+        leader = %sh.broker_id,
+        "leader state read in {} ms",
+        started.elapsed().as_millis()
+    );
+    Ok(state)
+}

@@ -1,0 +1,241 @@
+//! The leader task: the executor of [`crate::core::leader::Leader`], run only while this broker leads (the
+//! supervisor aborts it the moment it does not, and every write here is fenced by the leader node, so a deposed
+//! leader's late writes are rejected).
+//!
+//! It decides nothing. It reads the store into events ([`load`] at the start of a term, [`intake`] for every
+//! notification and request node), runs the timers (shedding and flush every interval from the election, the
+//! split-check wakes the core asks for), hands each event to the core with the time, and executes the commands
+//! the core returns in order ([`execute`]), reporting each write's outcome back to the core before it takes
+//! the next event.
+//!
+//! At one instant the order is the simulator's: notifications (reports first), then the flush, then a split
+//! check, then the shedding tick — the select is biased, never random.
+
+mod execute;
+mod intake;
+mod load;
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::shared::AgentShared;
+use crate::coordination::LeaderElection;
+use crate::core::leader::{Command, Event, Leader as Core, RequestId, Tick, Ticket};
+use crate::model::records::AdminRequest;
+use crate::paths;
+use crate::store::{NotificationStream, NotificationType, Stat};
+
+/// Why the leader loop stops.
+#[derive(Debug)]
+enum Stop {
+    /// A fenced write was rejected: leadership is lost.
+    Fenced,
+    /// The store was closed.
+    Closed,
+}
+
+type Step<T = ()> = Result<T, Stop>;
+
+/// Answers of helper tasks (an owner's split points) back to the loop.
+#[derive(Debug)]
+struct SplitPointsAnswer {
+    ticket: Ticket,
+    result: Result<Vec<u64>, String>,
+}
+
+/// A request node being answered.
+#[derive(Debug, Clone)]
+struct OpenRequest {
+    path: String,
+    request: AdminRequest,
+    stat: Stat,
+}
+
+struct Streams {
+    brokers: NotificationStream,
+    owners: NotificationStream,
+    records: NotificationStream,
+    requests: NotificationStream,
+    policies: NotificationStream,
+    /// Changes below `/admin/clusters/<clusterName>`; `None` without a cluster name.
+    cluster: Option<NotificationStream>,
+}
+
+/// The executor's state: the core, and what only I/O needs (dedup of notifications, open requests, timers).
+struct Executor {
+    sh: Arc<AgentShared>,
+    election: Arc<LeaderElection>,
+    core: Core,
+    /// The report node incarnation and version last applied per broker, so a notification of a version already
+    /// applied (read during the initial load) is not aggregated twice.
+    applied_reports: HashMap<String, (i64, i64)>,
+    /// Request nodes already handed to the core: path → creation revision of the node.
+    handled: HashMap<String, i64>,
+    open: HashMap<RequestId, OpenRequest>,
+    next_request: RequestId,
+    /// Split-check wakes the core asked for, epoch ms.
+    wakes: BTreeSet<i64>,
+    points_tx: mpsc::UnboundedSender<SplitPointsAnswer>,
+    points_rx: mpsc::UnboundedReceiver<SplitPointsAnswer>,
+}
+
+/// The leader task: loads everything, then reacts to notifications and timers until leadership is lost.
+pub(crate) async fn run(sh: Arc<AgentShared>, election: Arc<LeaderElection>) {
+    let id = sh.broker_id.clone();
+    let result = async {
+        let streams = subscribe(&sh).await.map_err(|e| e.to_string())?;
+        let mut ex = Executor::new(sh.clone(), election);
+        let sh = ex.sh.clone();
+        let state = load::load_all(&sh, &mut ex.applied_reports)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((ex.step(Event::Loaded(Box::new(state))).await, ex, streams))
+    }
+    .await;
+    match result {
+        Ok((first, mut ex, streams)) => {
+            let stop = match first {
+                Ok(()) => ex.run(streams).await,
+                Err(stop) => stop,
+            };
+            match stop {
+                Stop::Fenced => tracing::warn!(leader = %id, "leadership lost: leader tasks stop"),
+                Stop::Closed => tracing::info!(leader = %id, "store closed: leader tasks stop"),
+            }
+        }
+        Err(e) => tracing::error!(leader = %id, "cannot start the leader tasks: {e}"),
+    }
+}
+
+/// Subscribes first, so nothing that changes while the leader loads is missed (re-reads are idempotent).
+async fn subscribe(sh: &AgentShared) -> Result<Streams, crate::store::Error> {
+    let store = &sh.store;
+    Ok(Streams {
+        brokers: store.watch(paths::BROKERS).await?,
+        owners: store.watch(paths::OWNERSHIP).await?,
+        records: store.watch(paths::ASSIGNMENTS).await?,
+        requests: store.watch(paths::REQUESTS).await?,
+        policies: store.watch(paths::LOCAL_POLICIES).await?,
+        cluster: match &sh.settings().cluster_name {
+            Some(c) => Some(store.watch(&paths::cluster(c)).await?),
+            None => None,
+        },
+    })
+}
+
+impl Executor {
+    fn new(sh: Arc<AgentShared>, election: Arc<LeaderElection>) -> Self {
+        let core = Core::new(&sh.broker_id, sh.settings(), sh.seed, sh.now_ms());
+        let (points_tx, points_rx) = mpsc::unbounded_channel();
+        Executor {
+            sh,
+            election,
+            core,
+            applied_reports: HashMap::new(),
+            handled: HashMap::new(),
+            open: HashMap::new(),
+            next_request: 1,
+            wakes: BTreeSet::new(),
+            points_tx,
+            points_rx,
+        }
+    }
+
+    /// Hands one event to the core and executes what it returns, feeding each write's outcome back first.
+    async fn step(&mut self, event: Event) -> Step {
+        let settings = self.sh.settings();
+        if &settings != self.core.settings() {
+            let now = self.sh.now_ms();
+            self.core.handle(now, Event::Settings(Box::new(settings)));
+        }
+        let now = self.sh.now_ms();
+        let mut queue: VecDeque<Command> = self.core.handle(now, event).into();
+        while let Some(c) = queue.pop_front() {
+            if let Some(follow_up) = self.execute(c).await? {
+                let now = self.sh.now_ms();
+                let more = self.core.handle(now, follow_up);
+                // Follow-ups run before the rest of the batch: the core saw the outcome before deciding them.
+                for c in more.into_iter().rev() {
+                    queue.push_front(c);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn run(&mut self, mut s: Streams) -> Stop {
+        let settings = self.sh.settings();
+        let flush_every = settings.flush_interval();
+        let shed_every = settings.shedding_interval();
+        let mut flush =
+            tokio::time::interval_at(tokio::time::Instant::now() + flush_every, flush_every);
+        flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut shed =
+            tokio::time::interval_at(tokio::time::Instant::now() + shed_every, shed_every);
+        shed.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let initial = self
+            .sh
+            .store
+            .get_children(paths::REQUESTS)
+            .await
+            .unwrap_or_default();
+        for name in initial {
+            let path = format!("{}/{name}", paths::REQUESTS);
+            if let Err(stop) = self.on_request_node(&path).await {
+                return stop;
+            }
+        }
+        loop {
+            let wake_in = self
+                .wakes
+                .first()
+                .map(|at| Duration::from_millis((*at - self.sh.now_ms()).max(0) as u64));
+            let step = tokio::select! {
+                biased;
+                n = s.brokers.next() => match n {
+                    None => Err(Stop::Closed),
+                    Some(n) => self.on_broker_node(&n.path, n.kind).await,
+                },
+                n = s.owners.next() => match n {
+                    None => Err(Stop::Closed),
+                    Some(n) => self.on_owner_node(&n.path).await,
+                },
+                n = s.records.next() => match n {
+                    None => Err(Stop::Closed),
+                    Some(n) => self.on_record_node(&n.path).await,
+                },
+                n = s.requests.next() => match n {
+                    None => Err(Stop::Closed),
+                    Some(n) if n.kind == NotificationType::Created => self.on_request_node(&n.path).await,
+                    Some(_) => Ok(()),
+                },
+                n = s.policies.next() => match n {
+                    None => Err(Stop::Closed),
+                    Some(n) => match paths::namespace_below(paths::LOCAL_POLICIES, &n.path) {
+                        Some(ns) => self.reload_namespace(&ns.to_string()).await,
+                        None => Ok(()),
+                    },
+                },
+                n = async { s.cluster.as_mut().expect("guarded").next().await }, if s.cluster.is_some() => match n {
+                    None => Err(Stop::Closed),
+                    Some(_) => self.reload_cluster_policies().await,
+                },
+                Some(a) = self.points_rx.recv() => {
+                    self.step(Event::SplitPoints { ticket: a.ticket, result: a.result }).await
+                }
+                _ = flush.tick() => self.step(Event::Tick(Tick::Flush)).await,
+                _ = async { tokio::time::sleep(wake_in.expect("guarded")).await }, if wake_in.is_some() => {
+                    self.wakes.pop_first();
+                    self.step(Event::Tick(Tick::SplitCheck)).await
+                }
+                _ = shed.tick() => self.step(Event::Tick(Tick::Shedding)).await,
+            };
+            if let Err(stop) = step {
+                return stop;
+            }
+        }
+    }
+}
