@@ -110,16 +110,17 @@ fn golden_metrics_for_a_fixed_seed() {
             peak_max_over_mean: 2.212250206779679,
         },
         Golden {
-            // Extensible reporting (forced writes after ownership changes and after the shedding delay):
-            // 8 moves, 20 reports, spread 11.04 before.
+            // Extensible reporting (forced writes after ownership changes and after the shedding delay).
+            // Since the simulator drives the leader state machine, a cycle waits while the last moves are not
+            // visible in the reports, as a cluster's leader does: 8 moves and 22 reports (10 and 24 before).
             shedder: ShedderKind::TransferShedder,
             placement: "LeastResourceUsageWithWeight(extensible)",
             convergence: Some(245.0),
-            moves: 10,
+            moves: 8,
             ping_pong: 0,
-            reports: 24,
-            avg_spread: 7.9326240908511645,
-            avg_max_over_mean: 1.1562961046458315,
+            reports: 22,
+            avg_spread: 11.04259364154042,
+            avg_max_over_mean: 1.216966771560773,
             peak_max_over_mean: 1.8068878413312734,
         },
     ];
@@ -319,7 +320,9 @@ fn a_split_parent_is_never_unloaded() {
     .unwrap();
     let r = traced(&world, ShedderKind::AvgShedder, 2);
     let m = &r.metrics;
-    assert_eq!(m.splits, 110, "{m:?}");
+    // 106 splits (110 before the simulator drove the leader state machine: split children are now placed by
+    // the leader's reconciliation as in a cluster, those without topics too).
+    assert_eq!(m.splits, 106, "{m:?}");
     assert!(m.moves > 0, "{m:?}");
     let failed: Vec<&String> = r
         .trace
@@ -333,7 +336,7 @@ fn a_split_parent_is_never_unloaded() {
         .iter()
         .filter_map(|l| l.split_once(" split ")?.1.split_once(' ').map(|(b, _)| b))
         .collect();
-    assert!(split.contains("t/ns-01/0xb1000000_0xb1800000"));
+    assert!(split.len() > 100, "{split:?}");
     // No bundle moves after its split.
     for l in r.trace.iter().filter(|l| l.contains(" split ")) {
         let bundle = l
@@ -399,15 +402,24 @@ fn a_crash_is_noticed_after_the_session_timeout() {
         "{:#?}",
         r.trace
     );
-    // metadataStoreSessionTimeoutMillis = 30 s: the four bundles are placed at 2m30s, on the two others.
-    let assigned: Vec<&String> = r.trace.iter().filter(|l| l.contains(" assign ")).collect();
+    // metadataStoreSessionTimeoutMillis = 30 s: the registration vanishes at 2m30s and the leader re-places the
+    // four bundles recorded on it, on the two others.
+    let assigned: Vec<&String> = r
+        .trace
+        .iter()
+        .filter(|l| l.contains(" move started: t/n/") && l.contains("(orphan)"))
+        .collect();
     assert_eq!(assigned.len(), 4, "{assigned:#?}");
     assert!(
-        assigned.iter().all(|l| l.starts_with("+2m30s assign t/n/")),
+        assigned
+            .iter()
+            .all(|l| l.starts_with("+2m30s move started: t/n/")),
         "{assigned:#?}"
     );
     assert!(
-        assigned.iter().all(|l| !l.contains("-> broker-02")),
+        assigned
+            .iter()
+            .all(|l| l.contains("broker-02:8080 -> broker-0") && !l.contains("-> broker-02")),
         "{assigned:#?}"
     );
     assert_eq!(r.metrics.orphan_assignments, 4);

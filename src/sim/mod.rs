@@ -39,7 +39,6 @@
 
 pub mod chart;
 pub mod engine;
-pub mod leader;
 pub mod metrics;
 pub mod model;
 pub mod report;
@@ -48,7 +47,6 @@ pub mod suite;
 pub mod world;
 
 pub use engine::{effective_settings, run, RunOptions, RunResult, Series};
-pub use leader::Leader;
 pub use metrics::Metrics;
 pub use scenario::Scenario;
 pub use suite::{run_suite, SuiteOptions, SuiteResult};

@@ -279,6 +279,7 @@ impl Leader {
         let parent_record = self.records.get(&bundle).cloned();
         let child_data = self.load.bundle(&bundle).map(|d| divide(d, children.len()));
         let write = SplitWrite {
+            parent: bundle.clone(),
             namespace: ns.clone(),
             local: local.clone(),
             expected_local_version: before.local_version,

@@ -232,6 +232,8 @@ pub enum Level {
 /// the children's written. [`Outcome::Written`] carries the local policies' version, then each child record's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SplitWrite {
+    /// The bundle split.
+    pub parent: String,
     /// `tenant/namespace`.
     pub namespace: String,
     /// The new local policies.

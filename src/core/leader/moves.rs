@@ -247,7 +247,8 @@ impl Leader {
                 self.status.moves_completed += 1;
                 self.unsettled.push(Unsettled {
                     bundle: bundle.to_owned(),
-                    source: rec.source.clone(),
+                    // A split child stays on its parent's owner: only the destination must list it.
+                    source: rec.source.clone().filter(|s| *s != rec.destination),
                     destination: rec.destination.clone(),
                     at: now,
                 });
@@ -434,18 +435,33 @@ impl Leader {
     }
 
     /// Whether the last moves are visible in the reports: nothing in flight, and every completed move listed by
-    /// its destination's report and gone from its source's (or the broker is gone, or the reports are overdue
-    /// by more than a forced-report period plus a shedding interval).
+    /// its destination's report and gone from its source's (or the broker is gone, the bundle split again, or
+    /// the move completed more than a shedding interval and a report check ago).
     pub(super) fn settled(&mut self, now: i64) -> Result<(), String> {
         let in_flight = self
             .records
             .values()
             .filter(|(r, _)| r.state == AssignmentState::Assigning)
             .count();
-        let overdue = self.settings.report_max_interval().as_millis() as i64
-            + self.settings.shedding_interval().as_millis() as i64;
+        // A broker writes its report only when its load changed by more than
+        // `loadBalancerReportUpdateThresholdPercentage` (or every `loadBalancerReportUpdateMaxIntervalMinutes`): a
+        // destination that has not reported a shedding interval and a report check after the move changed by less
+        // than that, so its last report is close enough. Waiting for the maximum interval instead stalled shedding
+        // for up to 16 minutes while splits kept completing moves (found by the simulator).
+        let overdue = self.settings.shedding_interval().as_millis() as i64
+            + self.settings.report_check_interval().as_millis() as i64;
+        // A bundle split again since its move is not waited for.
+        let gone: Vec<bool> = self
+            .unsettled
+            .iter()
+            .map(|u| !self.bundle_exists(&u.bundle))
+            .collect();
+        let mut gone = gone.into_iter();
         let load = &self.load;
         self.unsettled.retain(|u| {
+            if gone.next().unwrap_or(false) {
+                return false;
+            }
             let lists = |broker: &str| {
                 load.broker(broker)
                     .map(|e| e.local.last_stats.contains_key(&u.bundle))
@@ -455,8 +471,13 @@ impl Leader {
             !(dest_ok && source_ok) && now - u.at <= overdue
         });
         if in_flight > 0 || !self.unsettled.is_empty() {
+            let first = self
+                .unsettled
+                .first()
+                .map(|u| format!(" (first: {} to {})", u.bundle, u.destination))
+                .unwrap_or_default();
             return Err(format!(
-                "{in_flight} move(s) in flight, {} completed move(s) not reported yet",
+                "{in_flight} move(s) in flight, {} completed move(s) not reported yet{first}",
                 self.unsettled.len()
             ));
         }

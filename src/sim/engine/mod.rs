@@ -61,26 +61,25 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::leader::Leader;
+mod leader;
+
+use std::collections::VecDeque;
+
 use super::metrics::{Metrics, MoveRecord, Recorder, ReportRecord};
 use super::model::score;
 use super::world::{Spike, World, WorldEvent};
-use crate::bundle::{
-    parse_hash, split_bundle, BundleRange, NamespaceBundles, SplitInput, SplitOutcome, TopicName,
-    TopicTraffic,
-};
+use crate::bundle::{BundleRange, NamespaceBundles};
 use crate::config::{PlacementKind, Settings, ShedderKind};
+use crate::core::leader::{Event, Leader as Core, Tick};
 use crate::core::random::noise;
 use crate::core::report_rules::{
     extensible_reporting, forced_report_reason, report_check_phase_ms, update_trigger,
     weighted_usage, ReportFigures,
 };
-use crate::core::split::SplitTopics;
-use crate::core::{
-    weights4, ClusterPolicies, LoadData, NamespacePolicy, SplitDecision, StoredSeeds,
-};
+use crate::core::weights4;
 use crate::model::{LocalBrokerData, ResourceWeights, SystemResourceUsage};
 use crate::runtime::synthetic::Rates;
+use leader::SimStore;
 
 /// Metric sample period, ms.
 pub const SAMPLE_MS: i64 = 5_000;
@@ -209,6 +208,8 @@ struct Bundle {
     consumers: i32,
     owner: Owner,
     live: bool,
+    /// The broker holding its ownership node.
+    node: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -227,6 +228,8 @@ struct Broker {
     total: Rates,
     bundles: BTreeSet<usize>,
     local: LocalBrokerData,
+    /// The last report written (what a new leader reads).
+    report: Option<LocalBrokerData>,
     last: Option<Written>,
     checks: u64,
     host: SystemResourceUsage,
@@ -241,22 +244,16 @@ struct Broker {
     last_loss: Option<i64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AssignKind {
-    Orphan,
-    Split,
-}
-
 #[derive(Debug, Clone)]
 enum Ev {
     Timeline(usize),
     Join(usize),
     Deregister(usize, u64),
+    Elect,
     MoveDone(usize, usize),
-    Assign(usize, AssignKind),
     RampStep(usize, u32),
     Check(usize, u64),
-    SplitCheck,
+    SplitCheck(u64),
     Shed(u64),
     Flush(u64),
     Sample,
@@ -265,11 +262,11 @@ enum Ev {
 impl Ev {
     fn priority(&self) -> u8 {
         match self {
-            Ev::Timeline(_) | Ev::Join(_) | Ev::Deregister(..) => 0,
-            Ev::MoveDone(..) | Ev::Assign(..) | Ev::RampStep(..) => 1,
+            Ev::Timeline(_) | Ev::Join(_) | Ev::Deregister(..) | Ev::Elect => 0,
+            Ev::MoveDone(..) | Ev::RampStep(..) => 1,
             Ev::Check(..) => 2,
             Ev::Flush(_) => 3,
-            Ev::SplitCheck | Ev::Shed(_) => 4,
+            Ev::SplitCheck(_) | Ev::Shed(_) => 4,
             Ev::Sample => 5,
         }
     }
@@ -334,11 +331,20 @@ struct Sim<'w> {
     topic_bundle: Vec<usize>,
     topic_mult: Vec<f64>,
     ns_bundles: Vec<NamespaceBundles>,
-    leader: Option<Leader>,
+    leader: Option<Core>,
     leader_idx: Option<usize>,
     leader_epoch: u64,
-    pending_assign: BTreeSet<usize>,
-    split_pending: Option<i64>,
+    /// The simulated store the leader reads and writes.
+    store: SimStore,
+    /// Store notifications caused by the commands of the current step, delivered after it.
+    notices: VecDeque<Event>,
+    /// Bundles a lookup could not place; looked up again when a broker joins.
+    unplaced: BTreeSet<usize>,
+    /// Open lookups: request id → bundle.
+    lookups: HashMap<u64, usize>,
+    next_request: u64,
+    /// An election is scheduled.
+    electing: bool,
     moves_dest: Vec<usize>,
     ramps: Vec<Ramp>,
     recorder: Recorder,
@@ -408,6 +414,7 @@ impl<'w> Sim<'w> {
                 consumers: 0,
                 owner: Owner::Unowned,
                 live: true,
+                node: None,
             });
         }
         let mut topic_bundle = Vec::with_capacity(world.topics.len());
@@ -434,6 +441,7 @@ impl<'w> Sim<'w> {
                 total: Rates::default(),
                 bundles: BTreeSet::new(),
                 local: LocalBrokerData::default(),
+                report: None,
                 last: None,
                 checks: 0,
                 host: SystemResourceUsage::default(),
@@ -478,8 +486,12 @@ impl<'w> Sim<'w> {
             leader: None,
             leader_idx: None,
             leader_epoch: 0,
-            pending_assign: BTreeSet::new(),
-            split_pending: None,
+            store: SimStore::default(),
+            notices: VecDeque::new(),
+            unplaced: BTreeSet::new(),
+            lookups: HashMap::new(),
+            next_request: 0,
+            electing: false,
             moves_dest: Vec::new(),
             ramps: Vec::new(),
             recorder: Recorder::new(SAMPLE_MS, world.converge_after_ms),
@@ -506,20 +518,6 @@ impl<'w> Sim<'w> {
             seq: self.seq,
             ev,
         });
-    }
-
-    fn policies(&self) -> ClusterPolicies {
-        let mut policies = ClusterPolicies::none();
-        for (ns, nb) in self.world.namespaces.iter().zip(&self.ns_bundles) {
-            policies.namespaces.insert(
-                ns.name.clone(),
-                NamespacePolicy {
-                    bundles: Some(nb.clone()),
-                    anti_affinity_group: None,
-                },
-            );
-        }
-        policies
     }
 
     fn own(&mut self, bi: usize, broker: usize) {
@@ -598,40 +596,6 @@ impl<'w> Sim<'w> {
         self.world.brokers.iter().position(|b| b.id == id)
     }
 
-    fn start_leader(&mut self, b: usize, t: i64, previous: Option<Leader>) {
-        let id = self.id(b).to_owned();
-        let leader = match previous {
-            Some(p) => p.take_over(&id),
-            None => {
-                let mut load = LoadData::new();
-                load.recently_unloaded = self.world.recently_unloaded.clone();
-                Leader::new(
-                    &id,
-                    self.settings.clone(),
-                    self.policies(),
-                    load,
-                    StoredSeeds {
-                        bundle_data: self
-                            .world
-                            .stored_bundle_data
-                            .iter()
-                            .map(|(k, v)| (k.clone(), *v))
-                            .collect(),
-                        quotas: HashMap::new(),
-                    },
-                    self.seed,
-                )
-            }
-        };
-        self.leader = Some(leader);
-        self.leader_idx = Some(b);
-        self.log(t, format!("leader: {id} elected"));
-        self.leader_epoch += 1;
-        let e = self.leader_epoch;
-        self.push(t + self.shed_ms, Ev::Shed(e));
-        self.push(t + self.flush_ms, Ev::Flush(e));
-    }
-
     fn join(&mut self, b: usize, t: i64) {
         let spec = &self.world.brokers[b];
         let host = spec
@@ -652,6 +616,7 @@ impl<'w> Sim<'w> {
         br.up = true;
         br.registered = true;
         br.epoch += 1;
+        br.report = Some(local.clone());
         br.local = local;
         br.last = None;
         br.checks = 0;
@@ -661,39 +626,79 @@ impl<'w> Sim<'w> {
         let epoch = br.epoch;
         self.push(t, Ev::Check(b, epoch));
         if self.leader.is_none() {
-            self.start_leader(b, t, None);
+            // Elected once every broker joining at this instant is registered.
+            if !self.electing {
+                self.electing = true;
+                self.push(t, Ev::Elect);
+            }
+        } else {
+            let id = self.world.brokers[b].id.clone();
+            let report = self.brokers[b].report.clone().expect("registered");
+            self.leader_step(
+                t,
+                Event::Report {
+                    broker: id,
+                    report: Ok(report),
+                },
+            );
         }
-        let pending: Vec<usize> = std::mem::take(&mut self.pending_assign)
-            .into_iter()
-            .collect();
-        for bi in pending {
-            self.push(t, Ev::Assign(bi, AssignKind::Orphan));
+        // Its agent takes what the records name it destination of.
+        self.acquire_recorded(t, b);
+        let notices: Vec<_> = self.notices.drain(..).collect();
+        for n in notices {
+            self.leader_step(t, n);
+        }
+        // Lookups that found no broker are tried again.
+        let unplaced: Vec<usize> = std::mem::take(&mut self.unplaced).into_iter().collect();
+        for bi in unplaced {
+            if self.bundles[bi].live && self.bundles[bi].node.is_none() {
+                self.look_up(t, bi);
+            }
         }
     }
 
+    /// The registered broker with the lowest id becomes leader.
+    fn elect(&mut self, t: i64) {
+        self.electing = false;
+        if self.leader.is_some() {
+            return;
+        }
+        let next = (0..self.brokers.len())
+            .filter(|i| self.brokers[*i].registered)
+            .min_by(|a, c| self.id(*a).cmp(self.id(*c)));
+        if let Some(n) = next {
+            self.start_leader(n, t);
+        }
+    }
+
+    /// Broker `b`'s registration vanishes (a graceful stop, or the session of a crashed one expired): the
+    /// ownership nodes of its session go with it.
     fn deregister(&mut self, b: usize, t: i64) {
         self.brokers[b].registered = false;
-        let id = self.id(b).to_owned();
-        if let Some(l) = self.leader.as_mut() {
-            l.on_broker_removed(&id);
-        }
-        // Lookups that the leader answered with this broker while it was down but registered retry now.
-        let pending: Vec<usize> = std::mem::take(&mut self.pending_assign)
-            .into_iter()
+        let held: Vec<usize> = (0..self.bundles.len())
+            .filter(|i| self.bundles[*i].node == Some(b))
             .collect();
-        for bi in pending {
-            self.push(t, Ev::Assign(bi, AssignKind::Orphan));
+        for bi in held {
+            self.release(bi);
         }
+        let id = self.id(b).to_owned();
         if self.leader_idx == Some(b) {
+            self.notices.clear();
             let next = (0..self.brokers.len())
                 .filter(|i| self.brokers[*i].registered)
                 .min_by(|a, c| self.id(*a).cmp(self.id(*c)));
-            let old = self.leader.take();
+            self.leader = None;
             self.leader_idx = None;
             self.leader_epoch += 1;
-            if let Some(n) = next {
-                self.start_leader(n, t, old);
+            if next.is_some() {
+                self.elect(t);
             }
+        } else {
+            let notices: Vec<_> = self.notices.drain(..).collect();
+            for n in notices {
+                self.leader_step(t, n);
+            }
+            self.leader_step(t, Event::BrokerGone { broker: id });
         }
     }
 
@@ -712,21 +717,16 @@ impl<'w> Sim<'w> {
         );
         self.brokers[b].up = false;
         self.brokers[b].epoch += 1;
-        let owned: Vec<usize> = self.brokers[b].bundles.iter().copied().collect();
-        for bi in &owned {
-            self.unown(*bi);
+        let serving: Vec<usize> = self.brokers[b].bundles.iter().copied().collect();
+        for bi in serving {
+            self.unown(bi);
         }
-        let at = if graceful {
+        if graceful {
             self.deregister(b, t);
-            t + self.world.move_ms
         } else {
             let timeout = self.settings.metadata_store_session_timeout_millis.max(0);
             let epoch = self.brokers[b].epoch;
             self.push(t + timeout, Ev::Deregister(b, epoch));
-            t + timeout
-        };
-        for bi in owned {
-            self.push(at, Ev::Assign(bi, AssignKind::Orphan));
         }
     }
 
@@ -848,109 +848,14 @@ impl<'w> Sim<'w> {
             return;
         }
         let id = self.world.brokers[b].id.clone();
-        if let Some(l) = self.leader.as_mut() {
-            l.on_report(&id, report);
-            if self.split_pending.is_none() {
-                let at = (t + SAMPLE_MS - 1) / SAMPLE_MS * SAMPLE_MS;
-                self.split_pending = Some(at);
-                self.push(at, Ev::SplitCheck);
-            }
-        }
-    }
-
-    fn assign(&mut self, bi: usize, kind: AssignKind) {
-        if !self.bundles[bi].live || self.bundles[bi].owner != Owner::Unowned {
-            return;
-        }
-        let name = self.bundles[bi].name.clone();
-        let Some(leader) = self.leader.as_mut() else {
-            self.pending_assign.insert(bi);
-            return;
-        };
-        let result = leader.assign(&name);
-        if self.trace.is_some() {
-            let t = self.now;
-            match &result {
-                Ok(a) => self.log(t, format!("assign {name} -> {}: {}", a.broker, a.reason)),
-                Err(e) => self.log(t, format!("assign {name}: {}", e.reason)),
-            }
-        }
-        match result {
-            Ok(a) => match self.broker_index(&a.broker) {
-                Some(d) if self.brokers[d].up => {
-                    self.own(bi, d);
-                    match kind {
-                        AssignKind::Orphan => self.recorder.counts.orphan_assignments += 1,
-                        AssignKind::Split => self.recorder.counts.split_assignments += 1,
-                    }
-                }
-                _ => {
-                    self.pending_assign.insert(bi);
-                }
+        self.brokers[b].report = Some(report.clone());
+        self.leader_step(
+            t,
+            Event::Report {
+                broker: id,
+                report: Ok(report),
             },
-            Err(_) => {
-                self.pending_assign.insert(bi);
-            }
-        }
-    }
-
-    fn shed(&mut self, t: i64) {
-        let now = self.world.start_ms + t;
-        let Some(leader) = self.leader.as_mut() else {
-            return;
-        };
-        let started = Instant::now();
-        let plan = leader.shedding_cycle(now);
-        if self.trace.is_some() {
-            for sk in &plan.skipped {
-                self.log(t, format!("skip {}: {}", sk.subject, sk.reason));
-            }
-        }
-        self.recorder
-            .cycle(started.elapsed().as_secs_f64() * 1_000_000.0);
-        for u in plan.unloads {
-            let Some(&bi) = self.by_name.get(&u.bundle) else {
-                self.failed_unload(t, &u.bundle, "no such bundle");
-                continue;
-            };
-            let dest = u.destination.as_deref().and_then(|d| self.broker_index(d));
-            let checked = match (self.bundles[bi].owner, dest, self.bundles[bi].live) {
-                (_, _, false) => Err("the bundle was split"),
-                (_, None, _) => Err("the destination is not a broker of the cluster"),
-                (Owner::Moving(_), ..) => Err("the bundle is moving"),
-                (Owner::Unowned, ..) => Err("the bundle has no owner"),
-                (Owner::On(o), Some(d), true) if o == d => Err("the bundle is on the destination"),
-                (Owner::On(o), Some(d), true) => Ok((o, d)),
-            };
-            let (o, d) = match checked {
-                Ok(od) => od,
-                Err(why) => {
-                    self.failed_unload(t, &u.bundle, why);
-                    continue;
-                }
-            };
-            self.unown(bi);
-            let mid = self.moves_dest.len();
-            self.moves_dest.push(d);
-            self.bundles[bi].owner = Owner::Moving(mid);
-            self.push(t + self.world.move_ms, Ev::MoveDone(bi, mid));
-            if let Some(l) = self.leader.as_mut() {
-                l.record_unload(&u.bundle, now);
-            }
-            self.log(
-                t,
-                format!(
-                    "unload {}: {} -> {}: {}",
-                    u.bundle, self.world.brokers[o].id, self.world.brokers[d].id, u.reason
-                ),
-            );
-            self.recorder.moves.push(MoveRecord {
-                at_ms: t,
-                bundle: u.bundle,
-                from: self.world.brokers[o].id.clone(),
-                to: self.world.brokers[d].id.clone(),
-            });
-        }
+        );
     }
 
     /// An unload the leader planned that the cluster cannot carry out (`failedUnloads`).
@@ -959,151 +864,15 @@ impl<'w> Sim<'w> {
         self.log(t, format!("unload {bundle} not carried out: {why}"));
     }
 
+    /// The destination's host finished loading the bundle: it serves it from now on.
     fn move_done(&mut self, bi: usize, mid: usize) {
         if self.bundles[bi].owner != Owner::Moving(mid) {
             return;
         }
         self.bundles[bi].owner = Owner::Unowned;
         let d = self.moves_dest[mid];
-        if self.brokers[d].up && self.brokers[d].registered {
+        if self.brokers[d].up && self.bundles[bi].node == Some(d) {
             self.own(bi, d);
-        } else {
-            self.assign(bi, AssignKind::Orphan);
-        }
-    }
-
-    fn split_check(&mut self, t: i64) {
-        self.split_pending = None;
-        let Some(leader) = self.leader.as_ref() else {
-            return;
-        };
-        let plan = leader.split_check(&SplitTopics::new());
-        for s in plan.splits {
-            self.split(&s, t);
-        }
-    }
-
-    fn split(&mut self, s: &SplitDecision, t: i64) {
-        let Some(&bi) = self.by_name.get(&s.bundle) else {
-            return;
-        };
-        let Owner::On(owner) = self.bundles[bi].owner else {
-            return;
-        };
-        if !self.bundles[bi].live {
-            return;
-        }
-        let (ns, range) = (self.bundles[bi].ns, self.bundles[bi].range);
-        let points: Vec<u64> = if s.boundaries.is_empty() {
-            let waves = self.wave(ns, t);
-            let mut input = SplitInput {
-                max_msg_rate: self.settings.load_balancer_namespace_bundle_max_msg_rate as f64,
-                max_bandwidth_mbytes: self
-                    .settings
-                    .load_balancer_namespace_bundle_max_bandwidth_mbytes
-                    as f64,
-                flow_or_qps_difference_threshold_percentage: self
-                    .settings
-                    .flow_or_qps_difference_threshold_percentage
-                    as f64,
-                ..Default::default()
-            };
-            for ti in &self.bundles[bi].topics {
-                let topic = &self.world.topics[*ti];
-                let Ok(name) = TopicName::parse(&topic.name) else {
-                    continue;
-                };
-                let m = self.topic_mult[*ti] * waves;
-                input.traffic.insert(
-                    topic.name.clone(),
-                    TopicTraffic {
-                        msg_rate: topic.base.total_rate() * m,
-                        throughput: topic.base.total_tp() * m,
-                    },
-                );
-                input.topics.push(name);
-            }
-            match split_bundle(
-                range,
-                self.settings.default_namespace_bundle_split_algorithm,
-                &input,
-            ) {
-                Ok(SplitOutcome::Split(p)) => p,
-                _ => return,
-            }
-        } else {
-            match s
-                .boundaries
-                .iter()
-                .map(|b| parse_hash(b))
-                .collect::<Result<Vec<_>, _>>()
-            {
-                Ok(p) => p,
-                Err(_) => return,
-            }
-        };
-        let Ok(nb) = self.ns_bundles[ns].split(range, &points) else {
-            return;
-        };
-        self.ns_bundles[ns] = nb.clone();
-        let ns_name = self.world.namespaces[ns].name.clone();
-        if let Some(l) = self.leader.as_mut() {
-            l.on_bundle_split(&self.bundles[bi].name, nb);
-        }
-        self.unown(bi);
-        self.bundles[bi].live = false;
-        let children = SplitOutcome::Split(points).children(range);
-        let first = self.bundles.len();
-        for r in &children {
-            let name = format!("{ns_name}/{r}");
-            self.by_name.insert(name.clone(), self.bundles.len());
-            self.bundles.push(Bundle {
-                name,
-                ns,
-                range: *r,
-                topics: Vec::new(),
-                rates: Rates::default(),
-                producers: 0,
-                consumers: 0,
-                owner: Owner::Unowned,
-                live: true,
-            });
-        }
-        let topics = std::mem::take(&mut self.bundles[bi].topics);
-        for ti in topics {
-            let h = self.world.topics[ti].hash;
-            let k = children.iter().position(|r| r.contains(h)).unwrap_or(0);
-            let ci = first + k;
-            let topic = &self.world.topics[ti];
-            let c = &mut self.bundles[ci];
-            c.topics.push(ti);
-            c.rates.add_scaled(&topic.base, self.topic_mult[ti]);
-            c.producers += topic.producers;
-            c.consumers += topic.consumers;
-            self.topic_bundle[ti] = ci;
-        }
-        self.recorder.counts.splits += 1;
-        self.series.split_minutes.push(t as f64 / 60_000.0);
-        self.log(
-            t,
-            format!(
-                "split {} on {} into {}: {}",
-                s.bundle,
-                self.world.brokers[owner].id,
-                children
-                    .iter()
-                    .map(|r| r.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                s.reason
-            ),
-        );
-        for ci in first..first + children.len() {
-            if !s.unload_children {
-                self.own(ci, owner);
-            } else if !self.bundles[ci].topics.is_empty() {
-                self.push(t + self.world.move_ms, Ev::Assign(ci, AssignKind::Split));
-            }
         }
     }
 
@@ -1196,8 +965,10 @@ impl<'w> Sim<'w> {
         for (i, b) in self.world.bundles.iter().enumerate() {
             if let Some(o) = b.owner {
                 self.own(i, o);
+                self.bundles[i].node = Some(o);
             }
         }
+        self.initial_store();
         for b in 0..self.brokers.len() {
             let at = self.world.brokers[b].join_ms;
             self.push(at, Ev::Join(b));
@@ -1226,26 +997,28 @@ impl<'w> Sim<'w> {
                         self.deregister(b, t);
                     }
                 }
+                Ev::Elect => self.elect(t),
                 Ev::MoveDone(bi, mid) => self.move_done(bi, mid),
-                Ev::Assign(bi, kind) => self.assign(bi, kind),
                 Ev::RampStep(r, k) => self.ramp_step(r, k, t),
                 Ev::Check(b, e) => {
                     if self.brokers[b].up && self.brokers[b].epoch == e {
                         self.check(b, t);
                     }
                 }
-                Ev::SplitCheck => self.split_check(t),
+                Ev::SplitCheck(e) => {
+                    if e == self.leader_epoch {
+                        self.leader_tick(t, Tick::SplitCheck);
+                    }
+                }
                 Ev::Shed(e) => {
                     if e == self.leader_epoch {
-                        self.shed(t);
+                        self.leader_tick(t, Tick::Shedding);
                         self.push(t + self.shed_ms, Ev::Shed(e));
                     }
                 }
                 Ev::Flush(e) => {
                     if e == self.leader_epoch {
-                        if let Some(l) = self.leader.as_mut() {
-                            l.flush();
-                        }
+                        self.leader_tick(t, Tick::Flush);
                         self.push(t + self.flush_ms, Ev::Flush(e));
                     }
                 }
