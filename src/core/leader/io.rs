@@ -140,6 +140,9 @@ pub enum Outcome {
 }
 
 /// An input of the state machine. `now` (epoch ms) is passed with every event to [`super::Leader::handle`].
+// A report is the common event and is moved once, into the load data: boxing it would add an allocation per
+// report to save a copy of the enum.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Event {
     /// The store as the new leader read it; the first event of a term.

@@ -467,7 +467,7 @@ impl Leader {
                     .map(|e| e.local.last_stats.contains_key(&u.bundle))
             };
             let dest_ok = lists(&u.destination) != Some(false);
-            let source_ok = u.source.as_deref().is_none_or(|s| lists(s) != Some(true));
+            let source_ok = u.source.as_deref().map_or(true, |s| lists(s) != Some(true));
             !(dest_ok && source_ok) && now - u.at <= overdue
         });
         if in_flight > 0 || !self.unsettled.is_empty() {

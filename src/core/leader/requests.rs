@@ -255,7 +255,7 @@ impl Leader {
         if let Some((r, _)) = self.records.get(bundle) {
             if r.state == AssignmentState::Assigning
                 && r.cause == AssignmentCause::Unload
-                && destination.is_none_or(|d| d == r.destination)
+                && destination.map_or(true, |d| d == r.destination)
             {
                 let source = r.source.clone().unwrap_or_default();
                 return Ok(Plan::InFlight((

@@ -39,8 +39,10 @@ fn report(bundles: &[(&str, f64)], cpu: f64) -> LocalBrokerData {
 
 fn namespace(boundaries: Vec<u64>) -> NamespaceBundlesInfo {
     let bundles = NamespaceBundles::from_boundaries(boundaries).unwrap();
-    let mut local = crate::model::LocalPolicies::default();
-    local.bundles = bundles.to_bundles_data();
+    let local = crate::model::LocalPolicies {
+        bundles: bundles.to_bundles_data(),
+        ..Default::default()
+    };
     NamespaceBundlesInfo {
         namespace: NamespaceName::parse(NS).unwrap(),
         bundles,

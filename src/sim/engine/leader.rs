@@ -310,10 +310,10 @@ impl<'w> Sim<'w> {
                     to: record.destination.clone(),
                 });
             }
-            AssignmentCause::Orphan | AssignmentCause::Replaced | AssignmentCause::Lookup => {
-                if from.is_none() {
-                    self.recorder.counts.orphan_assignments += 1;
-                }
+            AssignmentCause::Orphan | AssignmentCause::Replaced | AssignmentCause::Lookup
+                if from.is_none() =>
+            {
+                self.recorder.counts.orphan_assignments += 1;
             }
             AssignmentCause::Split if record.source.as_deref() != Some(&record.destination) => {
                 self.recorder.counts.split_assignments += 1;
