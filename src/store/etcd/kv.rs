@@ -24,6 +24,7 @@ use etcd_client::{GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 
 use super::txn::{diagnose, read_backs, split, Plan, Retry};
 use super::Inner;
+use crate::store::path::{validate_batch, validate_target};
 use crate::store::{validate_path, CreateOptions, Error, GetResult, Op, OpResult, Result, Stat};
 
 /// The names of the children of the node whose keys start with `prefix` (the node's path + `/`, or `/`):
@@ -103,12 +104,7 @@ impl Inner {
         expected: Option<i64>,
         options: CreateOptions,
     ) -> Result<Stat> {
-        validate_path(path)?;
-        if path == "/" {
-            return Err(Error::InvalidArgument {
-                reason: "the root cannot be written".into(),
-            });
-        }
+        validate_target(path, "written")?;
         if expected.is_none() && !options.sequential {
             // The common case, an update: one plain put that keeps the lease and returns the previous
             // key-value (etcd reads it for ignore_lease anyway); a missing key falls through to a create.
@@ -156,14 +152,7 @@ impl Inner {
     }
 
     pub(super) async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
-        for op in &ops {
-            validate_path(op.path())?;
-            if op.path() == "/" && !matches!(op, Op::Check(_)) {
-                return Err(Error::InvalidArgument {
-                    reason: "the root cannot be written or deleted".into(),
-                });
-            }
-        }
+        validate_batch(&ops)?;
         self.conn()?;
         let mut out = Vec::with_capacity(ops.len());
         for chunk in split(&ops) {
@@ -310,7 +299,7 @@ impl Inner {
     }
 
     pub(super) async fn delete(&self, path: &str, expected: Option<i64>) -> Result<()> {
-        validate_path(path)?;
+        validate_target(path, "deleted")?;
         self.batch(vec![Op::Delete {
             path: path.to_string(),
             expected_version: expected,

@@ -42,6 +42,8 @@
 //! that moment + TTL), whatever the keep-alive stream or an endpoint switch is doing at the time: a broker
 //! cut off from etcd hears `SessionLost` at least TTL/6 before the server can hand its ephemerals to someone
 //! else (a partitioned broker stops serving its bundles in that margin).
+//! The flags, the deadline rule and the events are those of `store::session::SessionState`, which
+//! the ZooKeeper backend shares.
 //!
 //! # Pitfalls handled
 //!
@@ -58,7 +60,7 @@
 //! | file | concern |
 //! |---|---|
 //! | `connect.rs` | connecting, one endpoint at a time, failover of requests, endpoint rotation |
-//! | `session.rs` | the lease and its keep-alive loop (on [`crate::store::session`]), re-establishment |
+//! | `session.rs` | the lease and its keep-alive loop (on `store::session`), re-establishment |
 //! | `kv.rs` | reads, single writes and batches |
 //! | `txn.rs` | txn planning: splitting, compares/writes/reads per op, diagnosis of a failed txn |
 //! | `watch.rs` | the watch over every key and its resumption |
@@ -85,8 +87,8 @@ use tokio::task::JoinHandle;
 use super::fanout::Fanout;
 use super::session::SessionState;
 use super::{
-    subscribe, validate_path, Backend, CreateOptions, Error, GetResult, MetadataStore,
-    Notification, NotificationStream, Op, OpResult, Result, SessionEventStream, Stat, StoreOptions,
+    subscribe, validate_path, Backend, CreateOptions, GetResult, MetadataStore, Notification,
+    NotificationStream, Op, OpResult, Result, SessionEventStream, Stat, StoreOptions,
 };
 
 /// An etcd client session (one lease); see the module docs.
@@ -200,11 +202,6 @@ impl MetadataStore for EtcdStore {
     }
 
     async fn delete(&self, path: &str, expected_version: Option<i64>) -> Result<()> {
-        if path == "/" {
-            return Err(Error::InvalidArgument {
-                reason: "the root cannot be deleted".into(),
-            });
-        }
         self.inner.delete(path, expected_version).await
     }
 

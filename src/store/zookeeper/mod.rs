@@ -30,6 +30,8 @@
 //! `SessionLost` at least 1/6 of the timeout before then. `SyncConnected` → `Reconnected` (+ `SessionReestablished` after a
 //! `SessionLost`); `Expired` → a new client (new session, retried with backoff), the recursive watch re-added,
 //! this store's ephemerals re-created with their last values, then `Reconnected`, `SessionReestablished`.
+//! The flags, the deadline rule and the events are those of `store::session::SessionState`, which
+//! the etcd backend shares.
 //!
 //! [`MetadataStore::expire_session`] ends the session from the store's own client (it drops every handle,
 //! so the client sends `CloseSession`; the server deletes the ephemerals at once), waits until the client
@@ -79,7 +81,7 @@
 //! | file | concern |
 //! |---|---|
 //! | `connect.rs` | ACLs, create modes, the first session and the chroot |
-//! | `session.rs` | the session supervisor and probe (on [`crate::store::session`]), expiry and re-establishment |
+//! | `session.rs` | the session supervisor and probe (on `store::session`), expiry and re-establishment |
 //! | `nodes.rs` | single-node writes, stats, the ephemerals this store created |
 //! | `multi.rs` | batches: splitting, multi planning and re-planning |
 //! | `watch.rs` | the recursive watch, its event loop and re-arming, the resync after a disconnection |

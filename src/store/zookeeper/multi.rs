@@ -20,7 +20,8 @@ use std::sync::Arc;
 use zookeeper_client as zk;
 
 use super::Inner;
-use crate::store::{validate_path, Error, Op, OpResult, Result, CREATE_ONLY};
+use crate::store::path::validate_batch;
+use crate::store::{Error, Op, OpResult, Result, CREATE_ONLY};
 
 /// Largest payload of one multi; ZooKeeper's packet limit (jute.maxbuffer) is just under 1 MiB.
 pub(super) const MAX_MULTI_BYTES: usize = 900 * 1024;
@@ -115,14 +116,7 @@ pub(super) fn recover(op: &Op, plan: Plan, error: zk::Error, retry: bool) -> Rec
 
 impl Inner {
     pub(super) async fn batch(self: &Arc<Self>, ops: Vec<Op>) -> Result<Vec<OpResult>> {
-        for op in &ops {
-            validate_path(op.path())?;
-            if op.path() == "/" && !matches!(op, Op::Check(_)) {
-                return Err(Error::InvalidArgument {
-                    reason: "the root cannot be written or deleted".into(),
-                });
-            }
-        }
+        validate_batch(&ops)?;
         if ops.is_empty() {
             self.client()?;
             return Ok(Vec::new());

@@ -18,8 +18,8 @@ use std::sync::atomic::Ordering;
 use zookeeper_client as zk;
 
 use super::Inner;
-use crate::store::path::parent_or_root;
-use crate::store::{validate_path, CreateOptions, Error, Result, Stat, CREATE_ONLY};
+use crate::store::path::{parent_or_root, validate_target};
+use crate::store::{CreateOptions, Error, Result, Stat, CREATE_ONLY};
 
 /// The store's [`Stat`] of znode `path` with stat `s`, as seen from session `session`.
 pub(super) fn to_stat(path: &str, s: &zk::Stat, session: i64) -> Stat {
@@ -92,12 +92,7 @@ impl Inner {
         expected: Option<i64>,
         options: CreateOptions,
     ) -> Result<Stat> {
-        validate_path(path)?;
-        if path == "/" {
-            return Err(Error::InvalidArgument {
-                reason: "the root cannot be written".into(),
-            });
-        }
+        validate_target(path, "written")?;
         let client = self.client()?;
         let session = client.session_id().0;
         let stat = match expected {
@@ -186,12 +181,7 @@ impl Inner {
     }
 
     pub(super) async fn delete(&self, path: &str, expected: Option<i64>) -> Result<()> {
-        validate_path(path)?;
-        if path == "/" {
-            return Err(Error::InvalidArgument {
-                reason: "the root cannot be deleted".into(),
-            });
-        }
+        validate_target(path, "deleted")?;
         let client = self.client()?;
         match client.delete(path, expected.map(|v| v as i32)).await {
             Ok(()) => {

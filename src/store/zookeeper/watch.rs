@@ -107,14 +107,7 @@ impl Inner {
             return Ok(());
         }
         let client = self.client()?;
-        let watcher = self
-            .timed("watch", "/", async {
-                client
-                    .watch("/", zk::AddWatchMode::PersistentRecursive)
-                    .await
-                    .map_err(|e| self.map_err(e, "watch", "/"))
-            })
-            .await?;
+        let watcher = self.add_watch(&client).await?;
         *installed = generation;
         self.spawn_task(event_loop(
             Arc::downgrade(self),
@@ -134,16 +127,20 @@ impl Inner {
     /// `addWatch` is idempotent on the server, so this is also right with a client that does re-send it.
     /// Dropping the duplicate removes nothing on the server while another watcher of the path remains.
     async fn rearm_watch(&self, client: &zk::Client) -> Result<()> {
-        let duplicate = self
-            .timed("watch", "/", async {
-                client
-                    .watch("/", zk::AddWatchMode::PersistentRecursive)
-                    .await
-                    .map_err(|e| self.map_err(e, "watch", "/"))
-            })
-            .await?;
+        let duplicate = self.add_watch(client).await?;
         drop(duplicate);
         Ok(())
+    }
+
+    /// Sends `addWatch` of the persistent recursive watch on `/` (within the operation timeout).
+    async fn add_watch(&self, client: &zk::Client) -> Result<zk::PersistentWatcher> {
+        self.timed("watch", "/", async {
+            client
+                .watch("/", zk::AddWatchMode::PersistentRecursive)
+                .await
+                .map_err(|e| self.map_err(e, "watch", "/"))
+        })
+        .await
     }
 
     /// After a reconnection in the same session: marks owned ephemerals that were deleted (or deleted and
