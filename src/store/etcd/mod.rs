@@ -32,7 +32,7 @@
 //! any transport failure, timeout or "no leader" answer moves it to the next endpoint, and the keep-alive
 //! stream and the watch are re-opened there (the watch from the last seen revision). Requests that surely
 //! did not reach a server are retried within the operation timeout; writes that may have been applied are
-//! reported as [`Error::ConnectionLost`].
+//! reported as [`Error::ConnectionLost`](crate::store::Error::ConnectionLost).
 //!
 //! Session events: a failed keep-alive is `ConnectionLost`; a renewal after it is `Reconnected`; the server
 //! saying the lease is gone, or 5/6 of the TTL passing since the last renewal the server acknowledged, is
@@ -64,7 +64,7 @@
 //! | `kv.rs` | reads, single writes and batches |
 //! | `txn.rs` | txn planning: splitting, compares/writes/reads per op, diagnosis of a failed txn |
 //! | `watch.rs` | the watch over every key and its resumption |
-//! | `errors.rs` | client errors → retry classes and [`Error`] |
+//! | `errors.rs` | client errors → retry classes and [`Error`](crate::store::Error) |
 //! | `raw_bench.rs` | the raw client for `loadmgr bench store` |
 
 mod connect;
