@@ -6,7 +6,8 @@ use std::sync::Mutex;
 use tokio::sync::mpsc;
 
 use super::path::is_under;
-use super::{EventStream, Notification};
+use super::path::parent;
+use super::{EventStream, Notification, NotificationType};
 
 /// Subscribers of one kind of event; `filter` is a path prefix for notifications and empty otherwise.
 #[derive(Debug)]
@@ -58,10 +59,83 @@ impl<T: Clone> Fanout<T> {
     }
 }
 
+/// The notifications of one change of node `path`: the change itself and, for a creation or a deletion,
+/// `ChildrenChanged` for its parent (none for a top-level node: Pulsar emits none for the root).
+pub(crate) fn node_change(kind: NotificationType, path: &str) -> Vec<Notification> {
+    let mut out = vec![Notification::new(kind, path)];
+    if matches!(kind, NotificationType::Created | NotificationType::Deleted) {
+        if let Some(p) = parent(path) {
+            out.push(Notification::new(NotificationType::ChildrenChanged, p));
+        }
+    }
+    out
+}
+
 impl Fanout<Notification> {
     /// Sends a notification to every subscriber whose prefix covers its path.
     pub(crate) fn notify(&self, notification: Notification) {
         let path = notification.path.clone();
         self.send_filtered(&notification, |prefix| is_under(&path, prefix));
+    }
+
+    /// Sends the notifications of one change of node `path` (see [`node_change`]).
+    pub(crate) fn notify_change(&self, kind: NotificationType, path: &str) {
+        for n in node_change(kind, path) {
+            self.notify(n);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creations_and_deletions_also_change_the_parents_children() {
+        use NotificationType::*;
+        assert_eq!(
+            node_change(Created, "/a/b"),
+            [
+                Notification::new(Created, "/a/b"),
+                Notification::new(ChildrenChanged, "/a")
+            ]
+        );
+        assert_eq!(
+            node_change(Deleted, "/a/b/c"),
+            [
+                Notification::new(Deleted, "/a/b/c"),
+                Notification::new(ChildrenChanged, "/a/b")
+            ]
+        );
+        assert_eq!(
+            node_change(Created, "/a"),
+            [Notification::new(Created, "/a")]
+        );
+        assert_eq!(
+            node_change(Modified, "/a/b"),
+            [Notification::new(Modified, "/a/b")]
+        );
+        assert_eq!(
+            node_change(ChildrenChanged, "/a/b"),
+            [Notification::new(ChildrenChanged, "/a/b")]
+        );
+    }
+
+    #[test]
+    fn subscribers_get_what_is_under_their_prefix() {
+        let fanout = Fanout::default();
+        let mut a = fanout.subscribe("/a");
+        let mut other = fanout.subscribe("/other");
+        fanout.notify_change(NotificationType::Created, "/a/b");
+        assert_eq!(
+            a.try_next(),
+            Some(Notification::new(NotificationType::Created, "/a/b"))
+        );
+        assert_eq!(
+            a.try_next(),
+            Some(Notification::new(NotificationType::ChildrenChanged, "/a"))
+        );
+        assert_eq!(a.try_next(), None);
+        assert_eq!(other.try_next(), None);
     }
 }

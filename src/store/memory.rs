@@ -29,8 +29,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::fanout::Fanout;
-use super::path::{join, parent, parent_or_root, sequence_suffix};
+use super::fanout::{node_change, Fanout};
+use super::path::{join, parent_or_root, sequence_suffix};
 use super::{
     validate_path, Backend, CreateOptions, Error, GetResult, MetadataStore, Notification,
     NotificationStream, NotificationType, Op, OpResult, Result, SessionEvent, SessionEventStream,
@@ -130,10 +130,7 @@ impl Shared {
         for path in paths {
             data.nodes.remove(&path);
             data.revision += 1;
-            events.push(Notification::new(NotificationType::Deleted, path.clone()));
-            if let Some(p) = parent(&path) {
-                events.push(Notification::new(NotificationType::ChildrenChanged, p));
-            }
+            events.extend(node_change(NotificationType::Deleted, &path));
         }
         self.publish(&events);
     }
@@ -550,11 +547,7 @@ impl Txn<'_> {
         };
         self.set(path, Some(node));
         self.events
-            .push(Notification::new(NotificationType::Created, path));
-        if let Some(p) = parent(path) {
-            self.events
-                .push(Notification::new(NotificationType::ChildrenChanged, p));
-        }
+            .extend(node_change(NotificationType::Created, path));
         Ok(())
     }
 
@@ -611,11 +604,7 @@ impl Txn<'_> {
                 self.set(path, None);
                 self.data.revision += 1;
                 self.events
-                    .push(Notification::new(NotificationType::Deleted, path.clone()));
-                if let Some(p) = parent(path) {
-                    self.events
-                        .push(Notification::new(NotificationType::ChildrenChanged, p));
-                }
+                    .extend(node_change(NotificationType::Deleted, path));
                 Ok((TxnResult::Delete, None))
             }
             Op::Put {

@@ -1,6 +1,6 @@
 //! Path rules shared by every backend.
 
-use super::{Error, Result};
+use super::{Error, Op, Result};
 
 /// Checks a node path: `/`, or `/` followed by non-empty segments separated by `/`, without a trailing `/`,
 /// `.`/`..` segments or NUL characters (ZooKeeper's rules, which Pulsar's `isValidPath` is a subset of).
@@ -84,6 +84,31 @@ pub(crate) fn sequence_suffix(n: i64) -> String {
     }
 }
 
+/// Checks the path of a node to be written or deleted: a valid path other than the root; `action`
+/// ("written", "deleted") says what the root cannot be.
+pub(crate) fn validate_target(path: &str, action: &str) -> Result<()> {
+    validate_path(path)?;
+    if path == "/" {
+        return Err(Error::InvalidArgument {
+            reason: format!("the root cannot be {action}"),
+        });
+    }
+    Ok(())
+}
+
+/// Checks the paths of a batch: every one valid, and only guards on the root.
+pub(crate) fn validate_batch(ops: &[Op]) -> Result<()> {
+    for op in ops {
+        validate_path(op.path())?;
+        if op.path() == "/" && !matches!(op, Op::Check(_)) {
+            return Err(Error::InvalidArgument {
+                reason: "the root cannot be written or deleted".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +132,37 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_root_cannot_be_written_or_deleted() {
+        validate_target("/a", "written").unwrap();
+        assert_eq!(
+            validate_target("/", "deleted"),
+            Err(Error::InvalidArgument {
+                reason: "the root cannot be deleted".into()
+            })
+        );
+        assert!(matches!(
+            validate_target("a", "written"),
+            Err(Error::InvalidPath { .. })
+        ));
+        let guard = Op::Check(super::super::Guard {
+            path: "/".into(),
+            version: 0,
+            creation_revision: 1,
+        });
+        validate_batch(&[guard, Op::put("/a", "v")]).unwrap();
+        assert_eq!(
+            validate_batch(&[Op::put("/a", "v"), Op::delete("/")]),
+            Err(Error::InvalidArgument {
+                reason: "the root cannot be written or deleted".into()
+            })
+        );
+        assert!(matches!(
+            validate_batch(&[Op::delete("/a/")]),
+            Err(Error::InvalidPath { .. })
+        ));
     }
 
     #[test]

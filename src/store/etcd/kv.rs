@@ -1,0 +1,403 @@
+//! Reads and writes of the etcd store: `get`, `get_children`, `exists`, `put`, `delete` and batches, each
+//! batch part run as one txn planned by [`super::txn`].
+//!
+//! # Contract
+//!
+//! * The layout of the module docs of [`super`]: the key is the node path and the value its bytes; parents
+//!   are not keys, so [`child_names`] derives a node's children from the keys under `path/` (first segments,
+//!   sorted, without duplicates), and `exists` is true only for a key written explicitly (and for `/`).
+//! * An unconditional put is first one plain put with `ignore_lease` and `prev_kv` (the common update: one
+//!   round trip, the lease kept, the new stat derived from the previous key-value); a missing key ("key not
+//!   found") falls through to a create planned as a batch of one.
+//! * A batch part is re-planned (at most 8 attempts, with a short growing pause) when unconditional puts meet
+//!   keys whose existence differs from the plan's or a sequential name meets a sibling; the first failing op
+//!   otherwise decides the error (see [`super::txn::diagnose`]).
+//! * The ephemerals registry follows every successful write: created ephemerals are registered with their
+//!   value, updates refresh it, deletes forget it.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use etcd_client as etcd;
+use etcd_client::{GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
+
+use super::txn::{diagnose, read_backs, split, Plan, Retry};
+use super::Inner;
+use crate::store::path::{validate_batch, validate_target};
+use crate::store::{validate_path, CreateOptions, Error, GetResult, Op, OpResult, Result, Stat};
+
+/// The names of the children of the node whose keys start with `prefix` (the node's path + `/`, or `/`):
+/// the first segment after the prefix of every key, sorted and without duplicates.
+pub(super) fn child_names<'a>(prefix: &[u8], keys: impl Iterator<Item = &'a [u8]>) -> Vec<String> {
+    let mut children: Vec<String> = Vec::new();
+    for key in keys {
+        let Some(rest) = key.strip_prefix(prefix) else {
+            continue;
+        };
+        let first = rest.split(|b| *b == b'/').next().unwrap_or_default();
+        if first.is_empty() {
+            continue;
+        }
+        let name = String::from_utf8_lossy(first).into_owned();
+        if children.last() != Some(&name) {
+            children.push(name);
+        }
+    }
+    children.sort();
+    children.dedup();
+    children
+}
+
+impl Inner {
+    /// The stat of key-value `kv` at `path`.
+    pub(super) fn stat(&self, path: &str, kv: &etcd::KeyValue) -> Stat {
+        let lease = self.lease.load(Ordering::SeqCst);
+        Stat {
+            path: path.to_string(),
+            version: kv.version() - 1,
+            creation_revision: kv.create_revision(),
+            modification_revision: kv.mod_revision(),
+            created_ms: 0,
+            modified_ms: 0,
+            ephemeral: kv.lease() != 0,
+            created_by_self: kv.lease() != 0 && kv.lease() == lease,
+        }
+    }
+
+    /// The stat of `path` after an update at `revision` whose previous key-value was `prev` (the update
+    /// keeps the lease and bumps the version).
+    fn updated_stat(&self, path: &str, prev: &etcd::KeyValue, revision: i64) -> Stat {
+        let lease = self.lease.load(Ordering::SeqCst);
+        Stat {
+            path: path.to_string(),
+            version: prev.version(),
+            creation_revision: prev.create_revision(),
+            modification_revision: revision,
+            created_ms: 0,
+            modified_ms: 0,
+            ephemeral: prev.lease() != 0,
+            created_by_self: prev.lease() != 0 && prev.lease() == lease,
+        }
+    }
+
+    pub(super) async fn txn(
+        &self,
+        operation: &str,
+        path: &str,
+        txn: Txn,
+    ) -> Result<etcd::TxnResponse> {
+        let resp = self
+            .call(operation, path, false, |mut c| {
+                let t = txn.clone();
+                async move { c.txn(t).await }
+            })
+            .await?;
+        self.seen(resp.header());
+        Ok(resp)
+    }
+
+    pub(super) async fn put(
+        &self,
+        path: &str,
+        value: &[u8],
+        expected: Option<i64>,
+        options: CreateOptions,
+    ) -> Result<Stat> {
+        validate_target(path, "written")?;
+        if expected.is_none() && !options.sequential {
+            // The common case, an update: one plain put that keeps the lease and returns the previous
+            // key-value (etcd reads it for ignore_lease anyway); a missing key falls through to a create.
+            let put = self
+                .call("put", path, false, |mut c| async move {
+                    c.put(
+                        path,
+                        value,
+                        Some(PutOptions::new().with_ignore_lease().with_prev_key()),
+                    )
+                    .await
+                })
+                .await;
+            match put {
+                Ok(resp) => {
+                    self.seen(resp.header());
+                    if let Some(prev) = resp.prev_key() {
+                        let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
+                        let stat = self.updated_stat(path, prev, revision);
+                        if let Some(v) = self.ephemerals.lock().unwrap().get_mut(path) {
+                            *v = value.to_vec();
+                        }
+                        return Ok(stat);
+                    }
+                }
+                Err(Error::InvalidArgument { reason }) if reason.contains("key not found") => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let results = self
+            .batch(vec![Op::Put {
+                path: path.to_string(),
+                value: value.to_vec(),
+                expected_version: expected,
+                options,
+            }])
+            .await?;
+        match results.into_iter().next() {
+            Some(OpResult::Put(stat)) => Ok(stat),
+            other => Err(Error::Backend {
+                backend: "etcd",
+                message: format!("put answered {other:?}"),
+            }),
+        }
+    }
+
+    pub(super) async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
+        validate_batch(&ops)?;
+        self.conn()?;
+        let mut out = Vec::with_capacity(ops.len());
+        for chunk in split(&ops) {
+            out.extend(self.run_chunk(&chunk).await?);
+        }
+        Ok(out)
+    }
+
+    /// One atomic txn (see [`split`] for the limits), re-planned when unconditional puts meet missing keys or
+    /// sequential names meet a race.
+    async fn run_chunk(&self, ops: &[&Op]) -> Result<Vec<OpResult>> {
+        // Existence of unconditional-put keys: unknown at first (optimistic `ignore_lease`).
+        let mut known: Option<HashMap<String, bool>> = None;
+        for attempt in 0..8 {
+            let candidate = self.revision.load(Ordering::Relaxed) + 1;
+            let plan = Plan::build(ops, known.as_ref(), candidate, &|| self.lease_for_create())?;
+            let first = ops.first().map(|o| o.path()).unwrap_or("");
+            let resp = match self.txn("batch", first, plan.txn()).await {
+                Ok(r) => r,
+                Err(Error::InvalidArgument { reason })
+                    if reason.contains("key not found") && known.is_none() =>
+                {
+                    known = Some(self.existence(ops).await?);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if resp.succeeded() {
+                return self.decode_success(ops, &plan, &resp);
+            }
+            match diagnose(ops, &plan, &read_backs(&resp))? {
+                Retry::Replan => {
+                    known = Some(self.existence(ops).await?);
+                }
+                Retry::Sequence => {}
+            }
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(5 << attempt)).await;
+            }
+        }
+        Err(Error::Backend {
+            backend: "etcd",
+            message: "batch kept conflicting with concurrent writers".into(),
+        })
+    }
+
+    /// Which unconditional-put keys exist now.
+    async fn existence(&self, ops: &[&Op]) -> Result<HashMap<String, bool>> {
+        let keys: Vec<String> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Put {
+                    path,
+                    expected_version: None,
+                    options,
+                    ..
+                } if !options.sequential => Some(path.clone()),
+                _ => None,
+            })
+            .collect();
+        let gets: Vec<TxnOp> = keys
+            .iter()
+            .map(|k| TxnOp::get(k.as_str(), Some(GetOptions::new().with_count_only())))
+            .collect();
+        let resp = self
+            .call(
+                "read",
+                keys.first().map(String::as_str).unwrap_or(""),
+                true,
+                |mut c| {
+                    let t = Txn::new().and_then(gets.clone());
+                    async move { c.txn(t).await }
+                },
+            )
+            .await?;
+        self.seen(resp.header());
+        Ok(keys
+            .into_iter()
+            .zip(resp.op_responses())
+            .map(|(k, r)| {
+                let exists = matches!(r, TxnOpResponse::Get(g) if g.count() > 0);
+                (k, exists)
+            })
+            .collect())
+    }
+
+    fn decode_success(
+        &self,
+        ops: &[&Op],
+        plan: &Plan,
+        resp: &etcd::TxnResponse,
+    ) -> Result<Vec<OpResult>> {
+        let responses = resp.op_responses();
+        let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
+        let mut out = Vec::with_capacity(ops.len());
+        let mut eph = self.ephemerals.lock().unwrap();
+        for (i, op) in ops.iter().enumerate() {
+            match (op, &plan.success_index[i]) {
+                (Op::Check(_), _) => out.push(OpResult::Check),
+                (Op::Delete { path, .. }, Some(_)) => {
+                    eph.remove(path.as_str());
+                    out.push(OpResult::Delete);
+                }
+                (Op::Put { value, options, .. }, Some(at)) => {
+                    let key = &plan.keys[i];
+                    let stat = if plan.created[i] {
+                        Stat {
+                            path: key.clone(),
+                            version: 0,
+                            creation_revision: revision,
+                            modification_revision: revision,
+                            created_ms: 0,
+                            modified_ms: 0,
+                            ephemeral: options.ephemeral,
+                            created_by_self: options.ephemeral,
+                        }
+                    } else {
+                        let prev = match responses.get(*at) {
+                            Some(TxnOpResponse::Put(p)) => p.prev_key().cloned(),
+                            _ => None,
+                        };
+                        let prev = prev.ok_or_else(|| Error::Backend {
+                            backend: "etcd",
+                            message: format!("no previous value of {key} in the txn answer"),
+                        })?;
+                        self.updated_stat(key, &prev, revision)
+                    };
+                    if plan.created[i] && options.ephemeral {
+                        eph.insert(key.clone(), value.clone());
+                    } else if let Some(v) = eph.get_mut(key.as_str()) {
+                        *v = value.clone();
+                    }
+                    out.push(OpResult::Put(stat));
+                }
+                (op, None) => {
+                    return Err(Error::Backend {
+                        backend: "etcd",
+                        message: format!("no txn result for {op:?}"),
+                    })
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub(super) async fn delete(&self, path: &str, expected: Option<i64>) -> Result<()> {
+        validate_target(path, "deleted")?;
+        self.batch(vec![Op::Delete {
+            path: path.to_string(),
+            expected_version: expected,
+        }])
+        .await
+        .map(|_| ())
+    }
+
+    pub(super) async fn get(&self, path: &str) -> Result<Option<GetResult>> {
+        validate_path(path)?;
+        let resp = self
+            .call(
+                "get",
+                path,
+                true,
+                |mut c| async move { c.get(path, None).await },
+            )
+            .await?;
+        self.seen(resp.header());
+        Ok(resp.kvs().first().map(|kv| GetResult {
+            value: kv.value().to_vec(),
+            stat: self.stat(path, kv),
+        }))
+    }
+
+    pub(super) async fn get_children(&self, path: &str) -> Result<Vec<String>> {
+        validate_path(path)?;
+        let prefix = if path == "/" {
+            "/".to_string()
+        } else {
+            format!("{path}/")
+        };
+        let resp = self
+            .call("children", path, true, |mut c| {
+                let prefix = prefix.clone();
+                async move {
+                    c.get(
+                        prefix,
+                        Some(
+                            GetOptions::new()
+                                .with_prefix()
+                                .with_keys_only()
+                                .with_sort(etcd::SortTarget::Key, etcd::SortOrder::Ascend),
+                        ),
+                    )
+                    .await
+                }
+            })
+            .await?;
+        self.seen(resp.header());
+        Ok(child_names(
+            prefix.as_bytes(),
+            resp.kvs().iter().map(|kv| kv.key()),
+        ))
+    }
+
+    pub(super) async fn exists(&self, path: &str) -> Result<bool> {
+        validate_path(path)?;
+        if path == "/" {
+            return Ok(true);
+        }
+        let resp = self
+            .call("exists", path, true, |mut c| async move {
+                c.get(path, Some(GetOptions::new().with_count_only())).await
+            })
+            .await?;
+        self.seen(resp.header());
+        Ok(resp.count() > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(prefix: &str, keys: &[&str]) -> Vec<String> {
+        child_names(prefix.as_bytes(), keys.iter().map(|k| k.as_bytes()))
+    }
+
+    #[test]
+    fn children_are_the_first_segments_under_the_prefix() {
+        assert_eq!(
+            names(
+                "/a/",
+                &[
+                    "/a/x",
+                    "/a/x/deep",
+                    "/a/y/only-deep",
+                    "/a/b",
+                    "/ab",
+                    "/a/x/z"
+                ]
+            ),
+            ["b", "x", "y"]
+        );
+        assert_eq!(names("/", &["/a", "/b/c", "/a/d"]), ["a", "b"]);
+        // A key equal to the prefix or with an empty first segment is no child.
+        assert_eq!(names("/a/", &["/a/", "/a//x"]), Vec::<String>::new());
+        assert_eq!(names("/a/", &[]), Vec::<String>::new());
+    }
+}

@@ -1,0 +1,255 @@
+//! The etcd session: one lease per store, kept alive by the session loop, and replaced (with the store's
+//! ephemerals re-created on the new one) when it is lost.
+//!
+//! # Contract
+//!
+//! See "Sessions and failover" in the module docs of [`super`]. The lease's TTL is the session timeout
+//! (whole seconds, at least 2); a keep-alive goes out every TTL/3. A failed keep-alive stream is
+//! `ConnectionLost` (the store moves to the next endpoint and opens a new stream there); a renewal after it
+//! `Reconnected`. The server saying the lease is gone, or [`crate::store::session::lost_after`] of the TTL
+//! passing since the send time of the last acknowledged keep-alive (a timer of its own, whatever the stream
+//! or an endpoint switch is doing), is `SessionLost`: the loop grants a new lease (retried until it works or
+//! the store closes), re-creates the ephemerals on it (taking over keys still on the old lease, giving up
+//! keys someone else holds) and sends `Reconnected`, `SessionReestablished`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Weak;
+use std::time::Duration;
+
+use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
+use tokio::time::Instant;
+
+use super::errors::{classify, Failure};
+use super::{Conn, Inner};
+use crate::store::{Error, Result};
+
+impl Inner {
+    /// The lease for a new ephemeral, or `SessionLost` while none exists.
+    pub(super) fn lease_for_create(&self) -> Result<i64> {
+        match self.lease.load(Ordering::SeqCst) {
+            0 => Err(Error::SessionLost {
+                reason: format!("no lease with {} yet (re-establishing)", self.address()),
+            }),
+            id => Ok(id),
+        }
+    }
+
+    /// Re-creates registered ephemerals on the current lease (skipping keys someone else holds).
+    async fn restore_ephemerals(&self, old_lease: i64) {
+        let entries: Vec<(String, Vec<u8>)> = self
+            .ephemerals
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let Ok(lease) = self.lease_for_create() else {
+            return;
+        };
+        for (path, value) in entries {
+            let txn = Txn::new()
+                .when([Compare::create_revision(path.as_str(), CompareOp::Equal, 0)])
+                .and_then([TxnOp::put(
+                    path.as_str(),
+                    value.clone(),
+                    Some(PutOptions::new().with_lease(lease)),
+                )])
+                .or_else([TxnOp::get(
+                    path.as_str(),
+                    Some(GetOptions::new().with_keys_only()),
+                )]);
+            match self.txn("restore", &path, txn).await {
+                Ok(r) if r.succeeded() => tracing::info!("re-created ephemeral {path}"),
+                Ok(r) => {
+                    // Still there on the old lease (not yet expired server-side): move it to the new one.
+                    let old = r.op_responses().into_iter().find_map(|o| match o {
+                        TxnOpResponse::Get(g) => g.kvs().first().cloned(),
+                        _ => None,
+                    });
+                    match old {
+                        Some(kv) if kv.lease() == old_lease && old_lease != 0 => {
+                            let t = Txn::new()
+                                .when([Compare::mod_revision(
+                                    path.as_str(),
+                                    CompareOp::Equal,
+                                    kv.mod_revision(),
+                                )])
+                                .and_then([TxnOp::put(
+                                    path.as_str(),
+                                    value.clone(),
+                                    Some(PutOptions::new().with_lease(lease)),
+                                )]);
+                            if let Err(e) = self.txn("restore", &path, t).await {
+                                tracing::warn!(
+                                    "cannot move ephemeral {path} to the new lease: {e}"
+                                );
+                            }
+                        }
+                        _ => {
+                            tracing::warn!(
+                                "ephemeral {path} is held by someone else; not re-created"
+                            );
+                            self.ephemerals.lock().unwrap().remove(&path);
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!("cannot re-create ephemeral {path}: {e}"),
+            }
+        }
+    }
+
+    /// Grants a lease with the session timeout as TTL (whole seconds, at least 2); returns its id and the
+    /// TTL the server granted.
+    pub(super) async fn grant_lease(&self) -> Result<(i64, i64)> {
+        let ttl = self.options.session_timeout.as_secs_f64().ceil().max(2.0) as i64;
+        let resp = self
+            .call("lease grant", "", false, |mut c| async move {
+                c.lease_grant(ttl, None).await
+            })
+            .await?;
+        Ok((resp.id(), resp.ttl().max(1)))
+    }
+}
+
+/// The session timeout of a lease with `ttl` seconds.
+fn ttl_timeout(ttl: i64) -> Duration {
+    Duration::from_secs(ttl as u64)
+}
+
+/// Keeps the lease alive, following endpoints; turns failures into session events and re-establishes.
+pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
+    // The session's deadline counts from the send time of the last keep-alive request the server answered
+    // with a live lease; the lease was granted just now.
+    if let Some(inner) = weak.upgrade() {
+        inner.session.acknowledged_now();
+    }
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        if inner.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let lease = inner.lease.load(Ordering::SeqCst);
+        let period = Duration::from_millis((ttl as u64 * 1000 / 3).max(300));
+        let Ok(conn) = inner.conn() else { return };
+        // One keep-alive stream, and on its failure an endpoint switch and a pause, raced against the
+        // session's deadline.
+        let attempt = async {
+            match keep_alive(&inner, conn.clone(), lease, period).await {
+                KeepAlive::Disconnected(reason) => {
+                    if inner.session.connection_lost() {
+                        tracing::warn!(store = %inner.address(), "keep-alive failed: {reason}");
+                    }
+                    inner.rotate(conn.dial).await;
+                    tokio::time::sleep(period / 2).await;
+                    None
+                }
+                other => Some(other),
+            }
+        };
+        tokio::pin!(attempt);
+        let outcome = loop {
+            let deadline = inner.session.lost_at(ttl_timeout(ttl));
+            tokio::select! {
+                o = &mut attempt => break o,
+                _ = tokio::time::sleep_until(deadline) => {
+                    if let Some(since) = inner.session.overdue(ttl_timeout(ttl)) {
+                        break Some(KeepAlive::Lost(format!(
+                            "no renewal acknowledged for {since:?} (TTL {ttl} s)"
+                        )));
+                    }
+                }
+            }
+        };
+        match outcome {
+            // A disconnection was handled in the attempt: the next one starts.
+            None | Some(KeepAlive::Disconnected(_)) => continue,
+            Some(KeepAlive::Closed) => return,
+            Some(KeepAlive::Lost(reason)) => {
+                tracing::warn!(store = %inner.address(), "lease lost: {reason}");
+                inner.session.lost();
+                inner.lease.store(0, Ordering::SeqCst);
+                // A new lease, retried until it works or the store closes.
+                loop {
+                    if inner.closed.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    match inner.grant_lease().await {
+                        Ok((id, granted)) => {
+                            inner.lease.store(id, Ordering::SeqCst);
+                            ttl = granted;
+                            break;
+                        }
+                        Err(e) => {
+                            tracing::warn!("etcd lease grant failed: {e}");
+                            let dial = inner.conn.lock().unwrap().dial;
+                            inner.rotate(dial).await;
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                    }
+                }
+                inner.session.acknowledged_now();
+                inner.restore_ephemerals(lease).await;
+                inner.session.mark_up();
+                inner.session.reestablished();
+                tracing::info!(store = %inner.address(), "etcd session re-established with a new lease");
+            }
+        }
+    }
+}
+
+enum KeepAlive {
+    Lost(String),
+    Disconnected(String),
+    Closed,
+}
+
+/// Runs a keep-alive stream on one connection until it fails. The session's acknowledged send time is moved
+/// to the send time of every request the server answers with a live lease; whether a failure has cost the
+/// session is decided by the caller's deadline on it, not here.
+async fn keep_alive(inner: &Inner, conn: Conn, lease: i64, period: Duration) -> KeepAlive {
+    let mut client = conn.client;
+    let sent = Instant::now();
+    let opened = tokio::time::timeout(period, client.lease_keep_alive(lease)).await;
+    let (mut keeper, mut stream) = match opened {
+        Ok(Ok(pair)) => pair,
+        Ok(Err(e)) => {
+            return match classify(e, "keep-alive", &inner.endpoints[conn.index]) {
+                Failure::Fatal(Error::SessionLost { reason }) => KeepAlive::Lost(reason),
+                Failure::Fatal(e) => KeepAlive::Disconnected(e.to_string()),
+                Failure::NotSent(r) | Failure::Ambiguous(r) => KeepAlive::Disconnected(r),
+            }
+        }
+        Err(_) => return KeepAlive::Disconnected("keep-alive stream did not open".into()),
+    };
+    // Opening the stream sent one keep-alive and waited for an answer with a live lease.
+    inner.session.acknowledged(sent);
+    // (The session is never lost here: the session loop declares it lost and re-establishes it before it
+    // keeps a lease alive again, so this sends `Reconnected` alone.)
+    if inner.session.reconnected() {
+        tracing::info!(store = %inner.address(), "keep-alive restored");
+    }
+    loop {
+        tokio::time::sleep(period).await;
+        if inner.closed.load(Ordering::SeqCst) {
+            return KeepAlive::Closed;
+        }
+        if inner.lease.load(Ordering::SeqCst) != lease {
+            return KeepAlive::Disconnected("lease replaced".into());
+        }
+        let sent = Instant::now();
+        if let Err(e) = keeper.keep_alive().await {
+            return KeepAlive::Disconnected(e.to_string());
+        }
+        match tokio::time::timeout(period, stream.message()).await {
+            Ok(Ok(Some(resp))) if resp.ttl() > 0 => {
+                inner.session.acknowledged(sent);
+            }
+            Ok(Ok(Some(_))) => {
+                return KeepAlive::Lost("the server reports the lease expired".into())
+            }
+            Ok(Ok(None)) => return KeepAlive::Disconnected("keep-alive stream ended".into()),
+            Ok(Err(e)) => return KeepAlive::Disconnected(e.to_string()),
+            Err(_) => return KeepAlive::Disconnected("no keep-alive answer".into()),
+        }
+    }
+}

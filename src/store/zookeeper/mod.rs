@@ -1,0 +1,387 @@
+//! The ZooKeeper backend (`zookeeper-client` 0.11 with its tokio feature; server ≥ 3.6, tested on 3.8).
+//! Nothing else in loadmgr knows that crate.
+//!
+//! # Mapping
+//!
+//! | contract | ZooKeeper |
+//! |---|---|
+//! | get / exists / children | `getData` / `exists` / `getChildren` (sorted); NONODE → absent / empty |
+//! | put, no version | `setData(-1)`; on NONODE `create` with missing parents as **CONTAINER** znodes (as Pulsar does); a lost create race retries `setData` |
+//! | put -1 | `create`; NODEEXISTS → `BadVersion` |
+//! | put n | `setData(n)`; NONODE or BADVERSION → `BadVersion` |
+//! | delete | `delete(n or -1)`; NONODE → `NotFound`, NOTEMPTY → `NotEmpty` |
+//! | ephemeral / sequential | `EPHEMERAL`, `*_SEQUENTIAL` (10-digit suffix from the parent's counter) |
+//! | batch | one `multi` (atomic); an unconditional put is first tried as `setData` and turned into a `create` if the multi reports NONODE for it; missing parents are created before a retry; split above ~900 KiB (jute.maxbuffer is ~1 MiB) |
+//! | guard ([`super::Op::Check`]) | `check(path, version)` in the multi, which runs in this store's session; for an ephemeral this store created, the guard's `czxid` must also still be the one this session created (see below) |
+//! | Stat | `dataVersion`, `czxid`, `mzxid`, `ctime`, `mtime`; ephemeral = `ephemeralOwner ≠ 0` (Pulsar tests `≠ -1`, which marks every node ephemeral); created-by-self = owner is our session |
+//! | notifications | one **persistent recursive watch** on `/` (installed with the first subscription; re-added in every new session **and after every reconnection**, see below); `ChildrenChanged` is synthesised for the parent of a created or deleted node (recursive watches never deliver NodeChildrenChanged) |
+//! | ACL | `world:anyone` all (Pulsar's OPEN_ACL_UNSAFE) or, with digest credentials, creator-only / creator-all + world-read ([`super::ZkAcl`]) |
+//!
+//! # Sessions
+//!
+//! A supervisor task follows the client's state: `Disconnected` → `ConnectionLost`; still disconnected 5/6 of
+//! the negotiated session timeout after the server last answered → `SessionLost`. Pulsar's `ZKSessionWatcher`
+//! counts the 5/6 from the disconnection, but the client notices one only after hearing nothing for 2/5 of
+//! the timeout, so that rule fires at 1.23× the timeout, after the server may have expired the session and
+//! handed its ephemerals to another broker (the client itself declares expiry only after 7/5 of it). The
+//! store therefore probes the server every 1/6 of the timeout while connected (an `exists` of `/`) and counts
+//! from the *send time* of the last answered request: the server heard from the session after that moment,
+//! so it cannot expire it before that moment + the timeout, and a broker cut off from ZooKeeper hears
+//! `SessionLost` at least 1/6 of the timeout before then. `SyncConnected` → `Reconnected` (+ `SessionReestablished` after a
+//! `SessionLost`); `Expired` → a new client (new session, retried with backoff), the recursive watch re-added,
+//! this store's ephemerals re-created with their last values, then `Reconnected`, `SessionReestablished`.
+//! The flags, the deadline rule and the events are those of `store::session::SessionState`, which
+//! the etcd backend shares.
+//!
+//! [`MetadataStore::expire_session`] ends the session from the store's own client (it drops every handle,
+//! so the client sends `CloseSession`; the server deletes the ephemerals at once), waits until the client
+//! reports it closed, then re-establishes as after an expiry. It takes milliseconds on a reachable server.
+//!
+//! # Pitfalls handled
+//!
+//! * An expired `zookeeper_client::Client` cannot be revived: the store swaps in a new one.
+//! * **`zookeeper-client` 0.11 does not restore persistent watches after a reconnection.** On every new
+//!   connection of a session it re-sends the watches as `SetWatches`, whose request has no persistent-watch
+//!   lists (`WatchManager::resend_watches` computes `index.max(index)` instead of `index.max(i)`, so it never
+//!   picks `SetWatches2`): the server forgets the recursive watch, the client keeps the watcher, and
+//!   notifications silently stop (a standalone server restart, a lost connection, a move to another
+//!   ensemble member). The event loop therefore sees each `Disconnected` → `SyncConnected` in its watcher
+//!   stream (the client puts state changes there in order with node events) and re-adds the watch with
+//!   `addWatch` (idempotent on the server), dropping the second client-side watcher this creates (which
+//!   removes nothing on the server while the first remains); the attempt is retried while connected. A
+//!   client that does restore the watch is handled the same way.
+//! * Persistent watches lose the events of a disconnection (ZOOKEEPER-4698). For every subscribed prefix the
+//!   store keeps the set of existing nodes and the highest zxid it has seen (from the stat of each notified
+//!   node and of its own writes); after a reconnection (once the watch is back) or a new session it rescans
+//!   the prefixes and emits `Created`, `Deleted` (+ `ChildrenChanged`) and `Modified` (a node whose `mzxid`
+//!   is above the high-water mark *as it was when the connection dropped*: answers on the new connection
+//!   may carry later zxids before the watch is back) for what changed meanwhile. A node changed just before
+//!   the cut may be reported twice. Owned ephemerals (below) are checked again too.
+//! * A persistent and a one-shot watch on the same path in one session are not supported by the server
+//!   (ZOOKEEPER-4466): the store uses no one-shot watches.
+//! * A polled watcher after a terminal session state panics in the crate: the event loop stops at it.
+//! * Errors during failover are not always `ConnectionLoss` (an I/O error may surface as a custom error):
+//!   both map to [`Error::ConnectionLost`].
+//! * `ephemeralOwner` is 0 for persistent and container nodes.
+//! * Containers vanish about a minute after their last child: never rely on a parent persisting (use
+//!   `MetadataStoreExt::create_parents` for explicit persistent parents).
+//! * A multi's create may return an invalid Stat (ZOOKEEPER-4026): it is then read back.
+//! * A multi can check only a node's *version*, and a node deleted and re-created restarts at version 0, so
+//!   a version check alone would let a deposed holder's write through once a successor's node reaches the
+//!   holder's version. The store therefore also remembers the `czxid` of every ephemeral it created in its
+//!   current session and marks it gone when it deletes it, when the recursive watch (installed for any batch
+//!   with a guard) reports it deleted, when the check after a reconnection finds it gone or replaced, and
+//!   when the session ends; a guard on such a path must match it. The remaining windows are a deletion by
+//!   another session whose notification has not arrived yet (about a millisecond on loopback) and the
+//!   round trips between a reconnection and that check. etcd has no such window (it compares the create
+//!   revision in the txn).
+//!
+//! # Files
+//!
+//! | file | concern |
+//! |---|---|
+//! | `connect.rs` | ACLs, create modes, the first session and the chroot |
+//! | `session.rs` | the session supervisor and probe (on `store::session`), expiry and re-establishment |
+//! | `nodes.rs` | single-node writes, stats, the ephemerals this store created |
+//! | `multi.rs` | batches: splitting, multi planning and re-planning |
+//! | `watch.rs` | the recursive watch, its event loop and re-arming, the resync after a disconnection |
+//! | `errors.rs` | client errors → [`Error`] |
+//! | `raw_bench.rs` | the raw client for `loadmgr bench store` |
+
+mod connect;
+mod errors;
+mod multi;
+mod nodes;
+pub mod raw_bench;
+mod session;
+mod watch;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use async_trait::async_trait;
+use tokio::task::JoinHandle;
+use zookeeper_client as zk;
+
+use super::fanout::Fanout;
+use super::session::SessionState;
+use super::{
+    subscribe, validate_path, Backend, CreateOptions, Error, GetResult, MetadataStore,
+    Notification, NotificationStream, Op, OpResult, Result, SessionEventStream, Stat, StoreOptions,
+};
+
+/// A ZooKeeper session; see the module docs.
+#[derive(Debug)]
+pub struct ZkStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Tracking {
+    /// Subscribed prefixes whose nodes are tracked for resynchronisation.
+    roots: Vec<String>,
+    /// Nodes known to exist under the roots.
+    known: BTreeSet<String>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    servers: String,
+    chroot: Option<String>,
+    options: StoreOptions,
+    acls: Vec<zk::Acl>,
+    client: RwLock<Option<zk::Client>>,
+    /// Increments with every new client (session).
+    generation: AtomicU64,
+    /// Generation whose client has the recursive watch; 0 = none.
+    watch_generation: tokio::sync::Mutex<u64>,
+    tracking: Mutex<Tracking>,
+    /// Highest zxid seen as delivered (see the module docs).
+    hwm: AtomicI64,
+    /// `hwm` when the current disconnection (or session loss) began; taken by the resync that follows it.
+    /// Later zxids may come from answers on the new connection before the watch is back, so the resync
+    /// compares against this one.
+    resync_floor: Mutex<Option<i64>>,
+    notifications: Fanout<Notification>,
+    /// Connection and session flags, the last answered send time and the session event subscribers.
+    session: SessionState,
+    /// Ephemerals this store created and has not deleted, with their last values.
+    ephemerals: Mutex<BTreeMap<String, Vec<u8>>>,
+    /// czxid of each ephemeral this store created in its current session; -1 once it is gone (deleted by
+    /// anyone, or its session ended). Guards on these paths must match it (see the module docs).
+    owned: Mutex<HashMap<String, i64>>,
+    /// Every session id this store has had (its old ephemerals may outlive a local expiry for a while).
+    sessions: Mutex<Vec<i64>>,
+    closed: AtomicBool,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+fn address(servers: &str, chroot: &Option<String>) -> String {
+    format!("zk:{servers}{}", chroot.as_deref().unwrap_or(""))
+}
+
+impl Inner {
+    fn address(&self) -> String {
+        address(&self.servers, &self.chroot)
+    }
+
+    /// Remembers where the live watch stopped: the first call after a resync wins.
+    fn note_disconnected(&self) {
+        let mut floor = self.resync_floor.lock().unwrap();
+        if floor.is_none() {
+            *floor = Some(self.hwm.load(Ordering::Relaxed));
+        }
+    }
+
+    /// Runs `task` until it ends or the store is closed (or expires its session on purpose).
+    fn spawn_task(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let handle = tokio::spawn(task);
+        let mut tasks = self.tasks.lock().unwrap();
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(handle);
+    }
+
+    fn client(&self) -> Result<zk::Client> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        self.client
+            .read()
+            .unwrap()
+            .clone()
+            .ok_or_else(|| Error::SessionLost {
+                reason: format!("re-establishing the session with {}", self.address()),
+            })
+    }
+
+    /// Runs `fut` within the operation timeout.
+    async fn timed<T>(
+        &self,
+        operation: &str,
+        path: &str,
+        fut: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(self.options.operation_timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Timeout {
+                operation: format!("{operation} {path}"),
+                after: self.options.operation_timeout,
+            }),
+        }
+    }
+}
+
+impl ZkStore {
+    /// The current session id (changes with every new session).
+    pub fn session_id(&self) -> Option<i64> {
+        self.inner
+            .client
+            .read()
+            .unwrap()
+            .as_ref()
+            .map(|c| c.session_id().0)
+    }
+}
+
+impl Drop for ZkStore {
+    fn drop(&mut self) {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        for task in self.inner.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+        // Dropping the last client handle closes the session; the server deletes its ephemerals.
+        self.inner.client.write().unwrap().take();
+        self.inner.notifications.close();
+        self.inner.session.close_streams();
+    }
+}
+
+#[async_trait]
+impl MetadataStore for ZkStore {
+    fn backend(&self) -> Backend {
+        Backend::ZooKeeper
+    }
+
+    fn address(&self) -> String {
+        self.inner.address()
+    }
+
+    async fn get(&self, path: &str) -> Result<Option<GetResult>> {
+        validate_path(path)?;
+        let inner = &self.inner;
+        let client = inner.client()?;
+        let session = client.session_id().0;
+        inner
+            .timed("get", path, async {
+                match client.get_data(path).await {
+                    Ok((value, stat)) => Ok(Some(GetResult {
+                        value,
+                        stat: inner.stat(path, &stat, session),
+                    })),
+                    Err(zk::Error::NoNode) => Ok(None),
+                    Err(e) => Err(inner.map_err(e, "get", path)),
+                }
+            })
+            .await
+    }
+
+    async fn get_children(&self, path: &str) -> Result<Vec<String>> {
+        validate_path(path)?;
+        let inner = &self.inner;
+        let client = inner.client()?;
+        inner
+            .timed("children", path, async {
+                match client.list_children(path).await {
+                    Ok(mut children) => {
+                        if path == "/" && inner.chroot.is_none() {
+                            children.retain(|c| c != "zookeeper");
+                        }
+                        children.sort();
+                        Ok(children)
+                    }
+                    Err(zk::Error::NoNode) => Ok(Vec::new()),
+                    Err(e) => Err(inner.map_err(e, "children", path)),
+                }
+            })
+            .await
+    }
+
+    async fn exists(&self, path: &str) -> Result<bool> {
+        validate_path(path)?;
+        let inner = &self.inner;
+        let client = inner.client()?;
+        inner
+            .timed("exists", path, async {
+                client
+                    .check_stat(path)
+                    .await
+                    .map(|s| s.is_some())
+                    .map_err(|e| inner.map_err(e, "exists", path))
+            })
+            .await
+    }
+
+    async fn put(
+        &self,
+        path: &str,
+        value: &[u8],
+        expected_version: Option<i64>,
+        options: CreateOptions,
+    ) -> Result<Stat> {
+        self.inner
+            .timed(
+                "put",
+                path,
+                self.inner.put(path, value, expected_version, options),
+            )
+            .await
+    }
+
+    async fn delete(&self, path: &str, expected_version: Option<i64>) -> Result<()> {
+        self.inner
+            .timed("delete", path, self.inner.delete(path, expected_version))
+            .await
+    }
+
+    async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
+        let first = ops
+            .first()
+            .map(|o| o.path().to_string())
+            .unwrap_or_default();
+        self.inner
+            .timed("batch", &first, self.inner.batch(ops))
+            .await
+    }
+
+    async fn watch(&self, prefix: &str) -> Result<NotificationStream> {
+        validate_path(prefix)?;
+        self.inner.client()?;
+        // Subscribe first so nothing between the watch and the scan is missed.
+        let stream = subscribe(&self.inner.notifications, prefix)?;
+        self.inner.ensure_watch().await?;
+        self.inner
+            .timed("watch", prefix, self.inner.track(prefix))
+            .await?;
+        Ok(stream)
+    }
+
+    fn session_events(&self) -> SessionEventStream {
+        self.inner.session.subscribe()
+    }
+
+    fn is_connected(&self) -> bool {
+        !self.inner.closed.load(Ordering::SeqCst) && self.inner.session.is_up()
+    }
+
+    /// Ends the session from this store's own client: the store lets go of every handle of it (its tasks
+    /// are stopped, the current client forgotten), so the crate sends `CloseSession` and the server ends the
+    /// session at once, deleting its ephemerals, as an expiry would. Returns once the client reports the
+    /// session closed (at most twice the session timeout; an unreachable server expires it itself), with
+    /// `ConnectionLost`, `SessionLost` sent; a new session follows in the background (`Reconnected`,
+    /// `SessionReestablished`).
+    ///
+    /// (Taking the session over from a second connection and closing it there does not work reliably: the
+    /// server drops the store's connection when the second one takes the session, the store's client
+    /// reconnects at once and takes it back before the second client's `CloseSession` is processed, and
+    /// the two clients can push each other off for seconds.)
+    async fn expire_session(&self) -> Result<()> {
+        session::expire(&self.inner).await
+    }
+
+    async fn close(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.inner.delete_own_ephemerals().await;
+        self.inner.closed.store(true, Ordering::SeqCst);
+        for task in self.inner.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+        self.inner.client.write().unwrap().take();
+        self.inner.session.mark_down();
+        self.inner.notifications.close();
+        self.inner.session.close_streams();
+        Ok(())
+    }
+}
