@@ -6,7 +6,7 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::router::entropy_seed;
+use super::entropy_seed;
 use super::{LoadAwareRouter, LoadMapping};
 
 /// Mixed into a configured seed so the jitter sequence differs from the ring-shuffle sequence.

@@ -12,7 +12,7 @@ use rand::SeedableRng;
 use super::load::LoadSnapshot;
 use super::refresh::RefreshSchedule;
 use super::ring::{apportion, capacity_for, shuffle, PublishedRing};
-use super::{LoadMapping, RoutingError, Scope, TargetId, Topology};
+use super::{entropy_seed, LoadMapping, RoutingError, Scope, TargetId, Topology};
 
 /// Largest (and initial) weight of a target.
 pub const MAX_WEIGHT: u8 = 100;
@@ -493,17 +493,6 @@ impl ClassStats {
         count: 0,
         min: f64::INFINITY,
     };
-}
-
-/// A per-router seed when none is configured (the `rand` build here has no OS entropy source).
-pub(crate) fn entropy_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    hasher.write_u128(now);
-    hasher.finish()
 }
 
 #[cfg(test)]

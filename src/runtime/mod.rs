@@ -116,21 +116,16 @@
 //!
 //! # Consistency with the simulator
 //!
-//! `tests/consistency.rs` runs one small scenario through the simulator and through three agents on a shared
-//! in-memory store under paused time (synthetic hosts with the simulator's cost model, `costModel`), and
-//! asserts the same written reports at the same instants, the same shedding moves in the same cycles and the
-//! same final owners, for every shedding strategy. What makes that hold is shared code, not copies — the report
+//! The leader's decisions are made once, by [`crate::core::leader::Leader`]; the leader task here and the
+//! simulator (`sim::engine`) are two executors of it. What else must agree is shared code too: the report
 //! rules, check phase and extensible forced writes ([`report_rules`]), the periods (the `*_interval` methods of
 //! [`Settings`](crate::config::Settings)), the cost model ([`synthetic`]), the random streams
-//! ([`crate::core::random`]) and the order of same-instant work (above) — and the sequence the
-//! simulator's leader documents ([`crate::sim::leader`], "Consistency with the runtime", which also lists where
-//! the two still differ: cycles deferred until the last moves are reported (below), preallocation of moved
-//! bundles, stream counters across a leadership change, the flush's contents, split-check timing, lookups).
-//! The test fails when the runtime decides with
-//! another strategy, seed, stream derivation or grace period, aggregates a report twice, checks or sheds at
-//! other instants, reports other figures or completes moves at other times than the simulator — or when one
-//! of the two changes such a rule alone.
-//!
+//! ([`crate::core::random`]) and the order of same-instant work (above). `tests/consistency.rs` runs scenarios
+//! through the simulator and through agents on a shared in-memory store under paused time (synthetic hosts with
+//! the simulator's cost model, `costModel`) and asserts the same written reports at the same instants, the same
+//! moves and splits and the same final owners, for every shedding strategy. It fails when the executors
+//! diverge — the simulator's emulation of the store and the ownership agents, or this runtime's I/O order.
+
 //! # Periods in tests
 //!
 //! The minute-based periods have millisecond overrides, off by default: `loadmgrSheddingIntervalMillis`,

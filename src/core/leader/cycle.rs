@@ -9,9 +9,8 @@ use crate::core::split::find_bundles_to_split;
 use crate::model::records::{AssignmentCause, AssignmentState, BundleAssignment};
 use crate::model::BundleData;
 
-use super::moves::Pending;
 use super::{
-    Command, FlushedNode, Leader, Level, NamespaceBundlesInfo, Outcome, RequestId, Reread,
+    Command, FlushedNode, Leader, Level, NamespaceBundlesInfo, Outcome, Pending, RequestId, Reread,
     SplitWrite, Ticket,
 };
 

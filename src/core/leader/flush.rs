@@ -6,8 +6,7 @@ use crate::core::namespace_of;
 use crate::model::json::to_json_vec;
 use crate::model::BundleData;
 
-use super::moves::Pending;
-use super::{Command, FlushedNode, Leader, Level, Outcome};
+use super::{Command, FlushedNode, Leader, Level, Outcome, Pending};
 
 /// A flush batch awaiting its outcome.
 #[derive(Debug)]

@@ -97,6 +97,21 @@ impl NamespaceBundlesInfo {
     }
 }
 
+/// What the core waits to hear about.
+#[derive(Debug)]
+enum Pending {
+    /// A record write.
+    Record(Box<moves::RecordWrite>),
+    /// The flush batch.
+    Flush(flush::FlushWrite),
+    /// A deletion of a flushed node.
+    Delete(FlushedNode),
+    /// A split batch.
+    Split(Box<cycle::PendingSplit>),
+    /// Split points asked of an owner.
+    SplitPoints(Box<cycle::SplitRequest>),
+}
+
 /// A move completed whose brokers have not reported the change yet.
 #[derive(Debug, Clone)]
 struct Unsettled {
@@ -130,7 +145,7 @@ pub struct Leader {
     shedding_ticks: u64,
     assignments: u64,
     next_ticket: Ticket,
-    pending: BTreeMap<Ticket, moves::Pending>,
+    pending: BTreeMap<Ticket, Pending>,
     groups: BTreeMap<u64, requests::Group>,
     split_due: Option<i64>,
     out: Vec<Command>,
@@ -254,6 +269,19 @@ impl Leader {
     /// Whether writes the core asked for have not been reported [`Event::Done`] yet.
     pub fn has_pending_writes(&self) -> bool {
         !self.pending.is_empty()
+    }
+
+    fn on_done(&mut self, now: i64, ticket: Ticket, outcome: Outcome) {
+        let Some(p) = self.pending.remove(&ticket) else {
+            return;
+        };
+        match p {
+            Pending::Record(w) => self.record_done(now, *w, outcome),
+            Pending::Flush(f) => self.flush_done(f, outcome),
+            Pending::Delete(node) => self.delete_done(node, outcome),
+            Pending::Split(s) => self.split_done(*s, outcome),
+            Pending::SplitPoints(_) => {}
+        }
     }
 
     fn ticket(&mut self) -> Ticket {

@@ -10,22 +10,7 @@ use crate::core::placement::{assign_bundle, select_broker, PlacementContext};
 use crate::model::records::{AssignmentCause, AssignmentState, BundleAssignment};
 
 use super::requests::Link;
-use super::{Command, Leader, Level, Outcome, Reread, Ticket, Unsettled};
-
-/// What the core waits to hear about.
-#[derive(Debug)]
-pub(super) enum Pending {
-    /// A record write.
-    Record(Box<RecordWrite>),
-    /// The flush batch.
-    Flush(super::flush::FlushWrite),
-    /// A deletion of a flushed node.
-    Delete(super::FlushedNode),
-    /// A split batch.
-    Split(Box<super::cycle::PendingSplit>),
-    /// Split points asked of an owner.
-    SplitPoints(Box<super::cycle::SplitRequest>),
-}
+use super::{Command, Leader, Level, Outcome, Pending, Reread, Ticket, Unsettled};
 
 /// What a record write is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +23,7 @@ pub(super) enum RecordKind {
     Adopted,
 }
 
+/// A record write awaiting its outcome, with the record it replaced.
 #[derive(Debug)]
 pub(super) struct RecordWrite {
     pub(super) record: BundleAssignment,
@@ -495,19 +481,6 @@ impl Leader {
             Some(o) if o.broker == source && !o.disabled => None,
             Some(o) => Some(format!("owned by {} now", o.broker)),
             None => Some("not owned now".to_owned()),
-        }
-    }
-
-    pub(super) fn on_done(&mut self, now: i64, ticket: Ticket, outcome: Outcome) {
-        let Some(p) = self.pending.remove(&ticket) else {
-            return;
-        };
-        match p {
-            Pending::Record(w) => self.record_done(now, *w, outcome),
-            Pending::Flush(f) => self.flush_done(f, outcome),
-            Pending::Delete(node) => self.delete_done(node, outcome),
-            Pending::Split(s) => self.split_done(*s, outcome),
-            Pending::SplitPoints(_) => {}
         }
     }
 }

@@ -38,21 +38,25 @@
 //!      whose load then moves by less than the threshold would hold every cycle in `CoolDown` for up to
 //!      `loadBalancerReportUpdateMaxIntervalMinutes` (15) — as it would on Pulsar's extensible brokers. With
 //!      this write the cool-down ends at the first cycle after the delay.
-//! * **The leader** is the first broker up; when it leaves, the registered broker with the lowest id takes
-//!   over ([`Leader::take_over`]). Every written report is applied at once (one aggregation per
-//!   notification). Split selection runs after report arrivals, at most once per 5-s period (Pulsar runs it
-//!   after every notification; within 5 s it would select the same bundles).
-//! * **Moves**: a shedding unload takes the bundle off its current owner at once; the planned destination owns
-//!   it `moveSeconds` later (if that broker left meanwhile, the bundle is placed by a lookup). Unloads of
-//!   bundles that moved or split since the leader's view are not carried out (`failedUnloads`; traced as
-//!   `unload <bundle> not carried out: <why>`). A split parent cannot be among them: the leader forgets it
-//!   when the split happens ([`Leader::on_bundle_split`]).
-//! * **Leaving brokers**: a graceful stop deregisters at once (Pulsar's `disableBroker` before unloading);
-//!   its bundles are looked up and placed by [`Leader::assign`] `moveSeconds` later. A crash is noticed after
-//!   `metadataStoreSessionTimeoutMillis`; the bundles are placed then. A restarted broker comes back empty.
+//! * **The leader** is [`crate::core::leader::Leader`], the state machine a cluster's leader task drives, here
+//!   executed by [`leader`] (which plays the store and the brokers' ownership agents). It is elected once
+//!   every broker joining at an instant is registered: the registered broker with the lowest id; when it
+//!   leaves, the next one is elected and reads the simulated store back (records, ownership, reports, flushed
+//!   data), with fresh strategies and its stream counters at 0, as a new leader of a cluster does. Every
+//!   written report is one event. The split check follows report arrivals, at most once per 5-s period.
+//! * **Moves**: an assignment record naming a new destination takes the bundle off its current owner at
+//!   once; the destination (when up and registered) takes the ownership node at once and serves the bundle
+//!   `moveSeconds` later (the host's load). Shedding waits while a move is in flight or not yet visible in the
+//!   reports, as the leader does in a cluster. Records of bundles that split meanwhile are not carried out
+//!   (`failedUnloads`; traced as `unload <bundle> not carried out: <why>`).
+//! * **Leaving brokers**: a graceful stop releases its bundles and deregisters at once (Pulsar's
+//!   `disableBroker` before unloading); a crash is noticed after `metadataStoreSessionTimeoutMillis`, when its
+//!   registration and ownership nodes vanish. The leader then re-places the bundles recorded on it (`orphan`).
+//!   A restarted broker comes back empty, and takes what records name it destination of.
 //! * **Splits** follow the plan's boundaries, or the configured algorithm over the bundle's topics when the
-//!   plan leaves them to the owner; children take the topics whose hash they contain. Unloaded children with
-//!   topics are placed by lookups `moveSeconds` later; children without topics are never looked up.
+//!   plan leaves them to the owner (the leader asks the owner for the split points); children take the topics
+//!   whose hash they contain and stay on the parent's owner, and the leader places them anew when
+//!   `loadBalancerAutoUnloadSplitBundlesEnabled` says so, as in a cluster.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};

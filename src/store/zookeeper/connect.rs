@@ -10,7 +10,6 @@
 //! * [`ZkStore::connect`] returns once a session exists, or fails with [`Error::Unavailable`] naming the
 //!   address after the first-connect timeout. Server rotation within an ensemble is the client's: it is given
 //!   every `host:port` and moves between them itself.
-//! * [`new_client`] opens one new session (used again after an expiry) and makes sure the chroot exists.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
@@ -19,7 +18,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use super::session::install_client;
+use super::session::{install_client, new_client};
 use super::{Inner, Tracking, ZkStore};
 use crate::store::fanout::Fanout;
 use crate::store::session::SessionState;
@@ -123,31 +122,6 @@ impl ZkStore {
         install_client(&inner, client);
         Ok(ZkStore { inner })
     }
-}
-
-/// Opens a client (a new session) and ensures the chroot exists.
-pub(super) async fn new_client(inner: &Inner) -> Result<zk::Client> {
-    let mut connector = zk::Client::connector().with_session_timeout(inner.options.session_timeout);
-    if let Some(c) = &inner.options.credentials {
-        connector = connector.with_auth("digest", format!("{}:{}", c.user, c.password).as_bytes());
-    }
-    let client = connector
-        .connect(&inner.servers)
-        .await
-        .map_err(|e| inner.map_err(e, "connect", ""))?;
-    let Some(chroot) = &inner.chroot else {
-        return Ok(client);
-    };
-    client
-        .mkdir(chroot, &zk::CreateMode::Persistent.with_acls(inner.acls()))
-        .await
-        .map_err(|e| inner.map_err(e, "create chroot", chroot))?;
-    client
-        .chroot(chroot.as_str())
-        .map_err(|_| Error::InvalidUrl {
-            url: inner.address(),
-            reason: format!("bad chroot {chroot}"),
-        })
 }
 
 #[cfg(test)]

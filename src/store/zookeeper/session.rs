@@ -21,7 +21,6 @@ use backon::{ExponentialBuilder, Retryable};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use super::connect::new_client;
 use super::Inner;
 use crate::store::{CreateOptions, Error, Result};
 
@@ -319,4 +318,29 @@ impl Inner {
             }
         }
     }
+}
+
+/// Opens a client (a new session) and ensures the chroot exists.
+pub(super) async fn new_client(inner: &Inner) -> Result<zk::Client> {
+    let mut connector = zk::Client::connector().with_session_timeout(inner.options.session_timeout);
+    if let Some(c) = &inner.options.credentials {
+        connector = connector.with_auth("digest", format!("{}:{}", c.user, c.password).as_bytes());
+    }
+    let client = connector
+        .connect(&inner.servers)
+        .await
+        .map_err(|e| inner.map_err(e, "connect", ""))?;
+    let Some(chroot) = &inner.chroot else {
+        return Ok(client);
+    };
+    client
+        .mkdir(chroot, &zk::CreateMode::Persistent.with_acls(inner.acls()))
+        .await
+        .map_err(|e| inner.map_err(e, "create chroot", chroot))?;
+    client
+        .chroot(chroot.as_str())
+        .map_err(|_| Error::InvalidUrl {
+            url: inner.address(),
+            reason: format!("bad chroot {chroot}"),
+        })
 }
