@@ -236,6 +236,17 @@ pub enum RoutingError {
     InvalidSimulation(String),
 }
 
+/// A per-router seed when none is configured (the `rand` build here has no OS entropy source).
+pub(crate) fn entropy_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(now);
+    hasher.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,15 +269,4 @@ mod tests {
         );
         assert_eq!(Scope::HostLocal.to_string(), "host-local");
     }
-}
-
-/// A per-router seed when none is configured (the `rand` build here has no OS entropy source).
-pub(crate) fn entropy_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    hasher.write_u128(now);
-    hasher.finish()
 }
