@@ -526,3 +526,58 @@ fn unloading_a_namespace_answers_once_every_move_is_written() {
         .unwrap();
     assert!(last_write < ans);
 }
+
+#[test]
+fn a_new_leader_starts_from_what_the_flush_wrote_and_rewrites_nothing_unchanged() {
+    let (mut leader, all) = hot_owner(ShedderKind::AvgShedder);
+    let out = drive(&mut leader, 900_000, Event::Tick(Tick::Flush));
+    let written: Vec<(FlushedNode, Vec<u8>)> = out
+        .iter()
+        .find_map(|c| match c {
+            Command::Flush { writes, .. } => Some(writes.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(written
+        .iter()
+        .any(|(n, _)| *n == FlushedNode::BundleData(all[0].clone())));
+    // A new term reads back what the store holds.
+    let mut state = LoadedState {
+        namespaces: vec![leader.namespace(NS).unwrap().clone()],
+        ..Default::default()
+    };
+    for (node, bytes) in &written {
+        match node {
+            FlushedNode::BundleData(b) => state.bundle_data.push((
+                b.clone(),
+                serde_json::from_slice(bytes).ok(),
+                bytes.clone(),
+            )),
+            FlushedNode::TimeAverage(b) => state.time_averages.push((b.clone(), Some(bytes.clone()))),
+        }
+    }
+    let mut next = Leader::new("b2:8080", leader.settings().clone(), 3, 900_001);
+    drive(&mut next, 900_001, Event::Loaded(Box::new(state)));
+    // A bundle seen anew is seeded from its stored data, not from the 50 msg/s defaults.
+    let hot: Vec<(&str, f64)> = all[..5].iter().map(|b| (b.as_str(), 3000.0)).collect();
+    drive(
+        &mut next,
+        900_002,
+        Event::Report {
+            broker: "b1:8080".into(),
+            report: Ok(report(&hot, 95.0)),
+        },
+    );
+    let stored: crate::model::BundleData = serde_json::from_slice(
+        &written
+            .iter()
+            .find(|(n, _)| *n == FlushedNode::BundleData(all[0].clone()))
+            .unwrap()
+            .1,
+    )
+    .unwrap();
+    let seeded = next.load().bundle(&all[0]).unwrap();
+    assert_eq!(seeded.long_term_data.num_samples, stored.long_term_data.num_samples + 1);
+    // Data of bundles nobody reports any more is deleted only by a flush, never lost at the take-over.
+    assert!(!next.has_pending_writes());
+}
