@@ -407,13 +407,13 @@ fn a_crash_is_noticed_after_the_session_timeout() {
     let assigned: Vec<&String> = r
         .trace
         .iter()
-        .filter(|l| l.contains(" move started: t/n/") && l.contains("(orphan)"))
+        .filter(|l| l.contains(" move started: ") && l.contains("(orphan)]"))
         .collect();
     assert_eq!(assigned.len(), 4, "{assigned:#?}");
     assert!(
         assigned
             .iter()
-            .all(|l| l.starts_with("+2m30s move started: t/n/")),
+            .all(|l| l.starts_with("+2m30s move started: ") && l.contains(" [t/n/")),
         "{assigned:#?}"
     );
     assert!(

@@ -331,6 +331,9 @@ pub enum Command {
         level: Level,
         /// The line.
         message: String,
+        /// The record the line is about (a move started or completed, a bundle adopted), for the bundle,
+        /// source, destination and cause fields of the log line.
+        record: Option<Box<BundleAssignment>>,
     },
 }
 
@@ -349,6 +352,7 @@ impl Command {
         Command::Log {
             level,
             message: message.into(),
+            record: None,
         }
     }
 }

@@ -211,7 +211,7 @@ impl Leader {
     fn record_written(&mut self, now: i64, w: &RecordWrite) {
         let rec = &w.record;
         let bundle = rec.bundle.as_str();
-        match w.kind {
+        let message = match w.kind {
             RecordKind::Move => {
                 self.status.moves_started += 1;
                 if self.load.broker(&rec.destination).is_some() {
@@ -220,14 +220,7 @@ impl Leader {
                 if rec.cause.starts_grace_period() {
                     self.load.record_unload(bundle, rec.created_ms);
                 }
-                let line = format!(
-                    "move started: {bundle} {} -> {} ({}): {}",
-                    rec.source.as_deref().unwrap_or("-"),
-                    rec.destination,
-                    rec.cause.name(),
-                    rec.reason
-                );
-                self.log(Level::Info, line);
+                format!("move started: {}", rec.reason)
             }
             RecordKind::Completed => {
                 self.status.moves_completed += 1;
@@ -242,25 +235,15 @@ impl Leader {
                 if rec.cause.starts_grace_period() {
                     self.load.record_unload(bundle, now);
                 }
-                let line = format!(
-                    "move completed: {bundle} {} -> {} ({}) in {} ms",
-                    rec.source.as_deref().unwrap_or("-"),
-                    rec.destination,
-                    rec.cause.name(),
-                    now - rec.created_ms
-                );
-                self.log(Level::Info, line);
+                format!("move completed in {} ms", now - rec.created_ms)
             }
-            RecordKind::Adopted => {
-                let line = format!(
-                    "record written: {bundle} on {} ({}): {}",
-                    rec.destination,
-                    rec.cause.name(),
-                    rec.reason
-                );
-                self.log(Level::Info, line);
-            }
-        }
+            RecordKind::Adopted => format!("record written: {}", rec.reason),
+        };
+        self.emit(Command::Log {
+            level: Level::Info,
+            message,
+            record: Some(Box::new(rec.clone())),
+        });
     }
 
     /// Starts a move of `bundle` to `destination`.

@@ -553,7 +553,9 @@ fn a_new_leader_starts_from_what_the_flush_wrote_and_rewrites_nothing_unchanged(
                 serde_json::from_slice(bytes).ok(),
                 bytes.clone(),
             )),
-            FlushedNode::TimeAverage(b) => state.time_averages.push((b.clone(), Some(bytes.clone()))),
+            FlushedNode::TimeAverage(b) => {
+                state.time_averages.push((b.clone(), Some(bytes.clone())))
+            }
         }
     }
     let mut next = Leader::new("b2:8080", leader.settings().clone(), 3, 900_001);
@@ -577,7 +579,10 @@ fn a_new_leader_starts_from_what_the_flush_wrote_and_rewrites_nothing_unchanged(
     )
     .unwrap();
     let seeded = next.load().bundle(&all[0]).unwrap();
-    assert_eq!(seeded.long_term_data.num_samples, stored.long_term_data.num_samples + 1);
+    assert_eq!(
+        seeded.long_term_data.num_samples,
+        stored.long_term_data.num_samples + 1
+    );
     // Data of bundles nobody reports any more is deleted only by a flush, never lost at the take-over.
     assert!(!next.has_pending_writes());
 }

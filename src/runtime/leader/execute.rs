@@ -181,12 +181,31 @@ impl Executor {
                 self.wakes.insert(at);
                 Ok(None)
             }
-            Command::Log { level, message } => {
+            Command::Log {
+                level,
+                message,
+                record: None,
+            } => {
                 match level {
                     Level::Debug => tracing::debug!(leader = %id, "{message}"),
                     Level::Info => tracing::info!(leader = %id, "{message}"),
                     Level::Warn => tracing::warn!(leader = %id, "{message}"),
                 }
+                Ok(None)
+            }
+            Command::Log {
+                message,
+                record: Some(r),
+                ..
+            } => {
+                tracing::info!(
+                    leader = %id,
+                    bundle = %r.bundle,
+                    source = r.source.as_deref().unwrap_or("-"),
+                    destination = %r.destination,
+                    cause = r.cause.name(),
+                    "{message}"
+                );
                 Ok(None)
             }
         }

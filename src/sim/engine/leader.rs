@@ -264,9 +264,21 @@ impl<'w> Sim<'w> {
                 self.push(at - self.world.start_ms, Ev::SplitCheck(e));
                 None
             }
-            Command::Log { message, .. } => {
+            Command::Log {
+                message, record, ..
+            } => {
                 if self.trace.is_some() {
-                    self.log(t, message);
+                    let line = match record {
+                        Some(r) => format!(
+                            "{message} [{} {} -> {} ({})]",
+                            r.bundle,
+                            r.source.as_deref().unwrap_or("-"),
+                            r.destination,
+                            r.cause.name()
+                        ),
+                        None => message,
+                    };
+                    self.log(t, line);
                 }
                 None
             }

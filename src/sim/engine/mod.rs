@@ -65,21 +65,18 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+mod brokers;
 mod leader;
+mod traffic;
 
 use std::collections::VecDeque;
 
 use super::metrics::{Metrics, MoveRecord, Recorder, ReportRecord};
-use super::model::score;
-use super::world::{Spike, World, WorldEvent};
+use super::world::{Spike, World};
 use crate::bundle::{BundleRange, NamespaceBundles};
 use crate::config::{PlacementKind, Settings, ShedderKind};
 use crate::core::leader::{Event, Leader as Core, Tick};
-use crate::core::random::noise;
-use crate::core::report_rules::{
-    extensible_reporting, forced_report_reason, report_check_phase_ms, update_trigger,
-    weighted_usage, ReportFigures,
-};
+use crate::core::report_rules::{extensible_reporting, report_check_phase_ms, ReportFigures};
 use crate::core::weights4;
 use crate::model::{LocalBrokerData, ResourceWeights, SystemResourceUsage};
 use crate::runtime::synthetic::Rates;
@@ -302,15 +299,6 @@ impl Ord for Item {
     }
 }
 
-struct Ramp {
-    topics: Vec<usize>,
-    from: Vec<f64>,
-    factor: f64,
-    steps: u32,
-}
-
-const RAMP_STEP_MS: i64 = 30_000;
-
 /// One run in progress.
 struct Sim<'w> {
     world: &'w World,
@@ -350,7 +338,7 @@ struct Sim<'w> {
     /// An election is scheduled.
     electing: bool,
     moves_dest: Vec<usize>,
-    ramps: Vec<Ramp>,
+    ramps: Vec<traffic::Ramp>,
     recorder: Recorder,
     series: Series,
     chart_ms: i64,
@@ -367,33 +355,6 @@ struct Sim<'w> {
 /// A period in whole ms (the simulator's time unit).
 fn ms(d: std::time::Duration) -> i64 {
     d.as_millis().min(i64::MAX as u128) as i64
-}
-
-fn add_usage(a: &mut SystemResourceUsage, b: &SystemResourceUsage) {
-    for (x, y) in [
-        (&mut a.cpu, &b.cpu),
-        (&mut a.memory, &b.memory),
-        (&mut a.direct_memory, &b.direct_memory),
-        (&mut a.bandwidth_in, &b.bandwidth_in),
-        (&mut a.bandwidth_out, &b.bandwidth_out),
-    ] {
-        x.usage += y.usage;
-        x.limit = y.limit;
-    }
-}
-
-fn mean_usage(sum: &SystemResourceUsage, n: u32) -> SystemResourceUsage {
-    let mut m = *sum;
-    for r in [
-        &mut m.cpu,
-        &mut m.memory,
-        &mut m.direct_memory,
-        &mut m.bandwidth_in,
-        &mut m.bandwidth_out,
-    ] {
-        r.usage /= n.max(1) as f64;
-    }
-    m
 }
 
 impl<'w> Sim<'w> {
@@ -555,311 +516,12 @@ impl<'w> Sim<'w> {
         self.bundles[bi].owner = Owner::Unowned;
     }
 
-    fn wave(&self, ns: usize, t: i64) -> f64 {
-        self.world.namespaces[ns].wave.map_or(1.0, |w| w.at(t))
-    }
-
-    fn broker_rates(&self, b: usize, t: i64) -> Rates {
-        let br = &self.brokers[b];
-        if self.world.namespaces.iter().all(|n| n.wave.is_none()) {
-            return br.total.clamped();
-        }
-        let mut r = Rates::default();
-        for (ns, c) in br.ns_count.iter().enumerate() {
-            if *c > 0 {
-                r.add_scaled(&br.ns_rates[ns], self.wave(ns, t));
-            }
-        }
-        r.clamped()
-    }
-
-    fn spike(&self, b: usize, t: i64) -> f64 {
-        self.brokers[b]
-            .spikes
-            .iter()
-            .filter(|s| s.start_ms <= t && t < s.end_ms)
-            .map(|s| s.points)
-            .sum()
-    }
-
-    fn true_score(&self, b: usize, t: i64) -> f64 {
-        let u = self.world.model.usage(
-            &self.world.brokers[b].capacity,
-            &self.broker_rates(b, t),
-            self.spike(b, t),
-            0.0,
-        );
-        score(&u, &self.weights4)
-    }
-
     fn id(&self, b: usize) -> &str {
         &self.world.brokers[b].id
     }
 
     fn broker_index(&self, id: &str) -> Option<usize> {
         self.world.brokers.iter().position(|b| b.id == id)
-    }
-
-    fn join(&mut self, b: usize, t: i64) {
-        let spec = &self.world.brokers[b];
-        let host = spec
-            .id
-            .rsplit_once(':')
-            .map_or(spec.id.as_str(), |(h, _)| h);
-        let port = spec.id.rsplit_once(':').map_or("8080", |(_, p)| p);
-        let local = LocalBrokerData {
-            web_service_url: Some(format!("http://{host}:{port}")),
-            pulsar_service_url: Some(format!("pulsar://{host}:6650")),
-            broker_version_string: Some("loadmgr-sim".into()),
-            load_manager_class_name: Some(self.class_name.to_owned()),
-            start_timestamp: Some(self.world.start_ms + t),
-            ..Default::default()
-        };
-        self.log(t, format!("broker {} starts", self.world.brokers[b].id));
-        let br = &mut self.brokers[b];
-        br.up = true;
-        br.registered = true;
-        br.epoch += 1;
-        br.report = Some(local.clone());
-        br.local = local;
-        br.last = None;
-        br.checks = 0;
-        br.acc = (SystemResourceUsage::default(), 0);
-        br.owners_changed = false;
-        br.last_loss = None;
-        let epoch = br.epoch;
-        self.push(t, Ev::Check(b, epoch));
-        if self.leader.is_none() {
-            // Elected once every broker joining at this instant is registered.
-            if !self.electing {
-                self.electing = true;
-                self.push(t, Ev::Elect);
-            }
-        } else {
-            let id = self.world.brokers[b].id.clone();
-            let report = self.brokers[b].report.clone().expect("registered");
-            self.leader_step(
-                t,
-                Event::Report {
-                    broker: id,
-                    report: Ok(report),
-                },
-            );
-        }
-        // Its agent takes what the records name it destination of.
-        self.acquire_recorded(t, b);
-        let notices: Vec<_> = self.notices.drain(..).collect();
-        for n in notices {
-            self.leader_step(t, n);
-        }
-        // Lookups that found no broker are tried again.
-        let unplaced: Vec<usize> = std::mem::take(&mut self.unplaced).into_iter().collect();
-        for bi in unplaced {
-            if self.bundles[bi].live && self.bundles[bi].node.is_none() {
-                self.look_up(t, bi);
-            }
-        }
-    }
-
-    /// The registered broker with the lowest id becomes leader.
-    fn elect(&mut self, t: i64) {
-        self.electing = false;
-        if self.leader.is_some() {
-            return;
-        }
-        let next = (0..self.brokers.len())
-            .filter(|i| self.brokers[*i].registered)
-            .min_by(|a, c| self.id(*a).cmp(self.id(*c)));
-        if let Some(n) = next {
-            self.start_leader(n, t);
-        }
-    }
-
-    /// Broker `b`'s registration vanishes (a graceful stop, or the session of a crashed one expired): the
-    /// ownership nodes of its session go with it.
-    fn deregister(&mut self, b: usize, t: i64) {
-        self.brokers[b].registered = false;
-        let held: Vec<usize> = (0..self.bundles.len())
-            .filter(|i| self.bundles[*i].node == Some(b))
-            .collect();
-        for bi in held {
-            self.release(bi);
-        }
-        let id = self.id(b).to_owned();
-        if self.leader_idx == Some(b) {
-            self.notices.clear();
-            let next = (0..self.brokers.len())
-                .filter(|i| self.brokers[*i].registered)
-                .min_by(|a, c| self.id(*a).cmp(self.id(*c)));
-            self.leader = None;
-            self.leader_idx = None;
-            self.leader_epoch += 1;
-            if next.is_some() {
-                self.elect(t);
-            }
-        } else {
-            let notices: Vec<_> = self.notices.drain(..).collect();
-            for n in notices {
-                self.leader_step(t, n);
-            }
-            self.leader_step(t, Event::BrokerGone { broker: id });
-        }
-    }
-
-    fn leave(&mut self, b: usize, t: i64, graceful: bool) {
-        if !self.brokers[b].up {
-            return;
-        }
-        self.log(
-            t,
-            format!(
-                "broker {} {} with {} bundles",
-                self.world.brokers[b].id,
-                if graceful { "stops" } else { "crashes" },
-                self.brokers[b].bundles.len()
-            ),
-        );
-        self.brokers[b].up = false;
-        self.brokers[b].epoch += 1;
-        let serving: Vec<usize> = self.brokers[b].bundles.iter().copied().collect();
-        for bi in serving {
-            self.unown(bi);
-        }
-        if graceful {
-            self.deregister(b, t);
-        } else {
-            let timeout = self.settings.metadata_store_session_timeout_millis.max(0);
-            let epoch = self.brokers[b].epoch;
-            self.push(t + timeout, Ev::Deregister(b, epoch));
-        }
-    }
-
-    fn check(&mut self, b: usize, t: i64) {
-        let period = self.check_ms;
-        let host_every = self.host_every;
-        let rates = self.broker_rates(b, t);
-        let inst = self.world.model.usage(
-            &self.world.brokers[b].capacity,
-            &rates,
-            self.spike(b, t),
-            noise(self.seed, b as u64, self.brokers[b].checks),
-        );
-        let br = &mut self.brokers[b];
-        add_usage(&mut br.acc.0, &inst);
-        br.acc.1 += 1;
-        if br.checks % host_every == 0 {
-            br.host = mean_usage(&br.acc.0, br.acc.1);
-            br.acc = (SystemResourceUsage::default(), 0);
-        }
-        br.checks += 1;
-        let next = if br.checks == 1 {
-            t + br.phase_ms
-        } else {
-            t + period
-        };
-        let epoch = br.epoch;
-        let current = ReportFigures {
-            msg_rate: rates.total_rate(),
-            throughput: rates.total_tp(),
-            bundles: br.bundles.len() as i32,
-            weighted_usage: weighted_usage(&br.host, &self.settings),
-        };
-        let threshold = self
-            .settings
-            .load_balancer_report_update_threshold_percentage as f64;
-        let (need, forced) = match br.last {
-            None => (true, None),
-            Some(last) => {
-                let need = update_trigger(
-                    &last.figures,
-                    &current,
-                    t - last.at,
-                    self.report_max_ms,
-                    threshold,
-                )
-                .is_some();
-                let forced = (self.extensible_reports && !need)
-                    .then(|| {
-                        forced_report_reason(
-                            br.owners_changed,
-                            br.last_loss,
-                            last.at,
-                            t,
-                            self.settings
-                                .load_balance_shedding_delay_in_seconds
-                                .saturating_mul(1000),
-                        )
-                    })
-                    .flatten();
-                (need, forced)
-            }
-        };
-        self.push(next, Ev::Check(b, epoch));
-        if let Some(why) = forced {
-            let line = format!("report {} forced: {why}", self.world.brokers[b].id);
-            self.log(t, line);
-        }
-        if need || forced.is_some() {
-            self.write_report(b, t);
-        }
-    }
-
-    fn write_report(&mut self, b: usize, t: i64) {
-        let waves: Vec<f64> = (0..self.world.namespaces.len())
-            .map(|ns| self.wave(ns, t))
-            .collect();
-        let stats = self.brokers[b]
-            .bundles
-            .iter()
-            .map(|bi| {
-                let bd = &self.bundles[*bi];
-                let m = waves[bd.ns];
-                (
-                    bd.name.clone(),
-                    crate::model::NamespaceBundleStats {
-                        msg_rate_in: bd.rates.rate_in.max(0.0) * m,
-                        msg_rate_out: bd.rates.rate_out.max(0.0) * m,
-                        msg_throughput_in: bd.rates.tp_in.max(0.0) * m,
-                        msg_throughput_out: bd.rates.tp_out.max(0.0) * m,
-                        consumer_count: bd.consumers,
-                        producer_count: bd.producers,
-                        topics: bd.topics.len() as i64,
-                        cache_size: 0,
-                    },
-                )
-            })
-            .collect();
-        let now = self.world.start_ms + t;
-        let br = &mut self.brokers[b];
-        let host = br.host;
-        br.local.update(&host, stats);
-        br.local.last_update = now;
-        let report = br.local.clone();
-        br.local.clean_deltas();
-        br.owners_changed = false;
-        let figures = ReportFigures::of(&report, &self.settings);
-        br.last = Some(Written { figures, at: t });
-        if self.trace.is_some() {
-            self.reports.push(ReportRecord {
-                at_ms: t,
-                broker: self.world.brokers[b].id.clone(),
-                usage: host,
-                figures,
-            });
-        }
-        self.recorder.counts.reports_written += 1;
-        if !br.registered {
-            return;
-        }
-        let id = self.world.brokers[b].id.clone();
-        self.brokers[b].report = Some(report.clone());
-        self.leader_step(
-            t,
-            Event::Report {
-                broker: id,
-                report: Ok(report),
-            },
-        );
     }
 
     /// An unload the leader planned that the cluster cannot carry out (`failedUnloads`).
@@ -878,91 +540,6 @@ impl<'w> Sim<'w> {
         if self.brokers[d].up && self.bundles[bi].node == Some(d) {
             self.own(bi, d);
         }
-    }
-
-    fn set_topic_mult(&mut self, ti: usize, m: f64) {
-        let old = self.topic_mult[ti];
-        if old == m {
-            return;
-        }
-        self.topic_mult[ti] = m;
-        let base = self.world.topics[ti].base;
-        let bi = self.topic_bundle[ti];
-        let delta = base.scaled(m - old);
-        let b = &mut self.bundles[bi];
-        b.rates.add_scaled(&delta, 1.0);
-        if let Owner::On(o) = b.owner {
-            let ns = b.ns;
-            let br = &mut self.brokers[o];
-            br.ns_rates[ns].add_scaled(&delta, 1.0);
-            br.total.add_scaled(&delta, 1.0);
-        }
-    }
-
-    fn ramp_step(&mut self, r: usize, k: u32, t: i64) {
-        let (steps, factor) = (self.ramps[r].steps, self.ramps[r].factor);
-        let topics = self.ramps[r].topics.clone();
-        for (j, ti) in topics.iter().enumerate() {
-            let from = self.ramps[r].from[j];
-            self.set_topic_mult(*ti, from + (factor - from) * k as f64 / steps as f64);
-        }
-        if k < steps {
-            self.push(t + RAMP_STEP_MS, Ev::RampStep(r, k + 1));
-        }
-    }
-
-    fn timeline(&mut self, i: usize, t: i64) {
-        match &self.world.events[i].1 {
-            WorldEvent::Stop { broker, graceful } => self.leave(*broker, t, *graceful),
-            WorldEvent::Restart { broker, down_ms } => {
-                let (b, down) = (*broker, *down_ms);
-                if self.brokers[b].up {
-                    self.leave(b, t, true);
-                    self.push(t + down, Ev::Join(b));
-                }
-            }
-            WorldEvent::Ramp {
-                topics,
-                factor,
-                ramp_ms,
-            } => {
-                let steps = (ramp_ms / RAMP_STEP_MS).max(1) as u32;
-                let from = topics.iter().map(|t| self.topic_mult[*t]).collect();
-                self.ramps.push(Ramp {
-                    topics: topics.clone(),
-                    from,
-                    factor: *factor,
-                    steps,
-                });
-                let r = self.ramps.len() - 1;
-                if *ramp_ms == 0 {
-                    self.ramp_step(r, 1, t);
-                } else {
-                    self.push(t + RAMP_STEP_MS, Ev::RampStep(r, 1));
-                }
-            }
-        }
-    }
-
-    fn sample(&mut self, t: i64) {
-        let mut scores = Vec::with_capacity(self.brokers.len());
-        let chart = t % self.chart_ms == 0;
-        if chart {
-            self.series.minutes.push(t as f64 / 60_000.0);
-        }
-        for b in 0..self.brokers.len() {
-            let s = if self.brokers[b].up {
-                let s = self.true_score(b, t);
-                scores.push(s);
-                Some(s as f32)
-            } else {
-                None
-            };
-            if chart {
-                self.series.scores[b].push(s);
-            }
-        }
-        self.recorder.sample(t, &scores);
     }
 
     fn run(mut self, progress: Option<&AtomicI64>) -> Outcome {
