@@ -1,5 +1,6 @@
 //! loadmgr: a load manager for a cluster of message brokers, compatible with what Apache Pulsar's modular
 //! load manager keeps in ZooKeeper.
+#![warn(missing_docs)]
 
 pub mod bundle;
 pub mod cli;

@@ -1,9 +1,9 @@
 //! Every metadata-store path loadmgr reads or writes, in one place.
 //!
-//! The first group is Pulsar's own layout (`reference/pulsar-formats.md` §3), so Java brokers, `pulsar-admin`,
-//! `pulsar-perf monitor-brokers` and `zkCli.sh` see what loadmgr writes and loadmgr sees what they write. The
-//! second group lives under [`LOADMGR_ROOT`] and is loadmgr's own; each node there has a JSON schema in
-//! `metadata-schemas/`.
+//! The first group is Pulsar's own layout (the table in `docs/compatibility.md`, "The paths"), so Java
+//! brokers, `pulsar-admin`, `pulsar-perf monitor-brokers` and `zkCli.sh` see what loadmgr writes and loadmgr
+//! sees what they write. The second group lives under [`LOADMGR_ROOT`] and is loadmgr's own; each node there
+//! has a JSON schema in `metadata-schemas/`.
 //!
 //! | path | kind | written by | payload |
 //! |---|---|---|---|

@@ -24,7 +24,8 @@ pub enum BundlesCommand {
         /// Number of bundles (at least 1).
         count: u64,
     },
-    /// Print the bundle of each topic: TOPIC<TAB>RANGE<TAB>0xHASH (TOPIC as Pulsar hashes it).
+    /// Print the bundle of each topic, one tab-separated line each: TOPIC, RANGE, 0xHASH (TOPIC as Pulsar
+    /// hashes it).
     #[command(
         after_help = "Example:\n  loadmgr bundles lookup --count 4 persistent://public/default/my-topic\n  persistent://public/default/my-topic\t0x00000000_0x40000000\t0x2bad45f7"
     )]

@@ -1,5 +1,5 @@
-//! One shedding cycle: the strategy's proposals through the common filters of `doLoadShedding` (§2.0 of the
-//! algorithms reference) and placement.
+//! One shedding cycle: the strategy's proposals through the common filters of Pulsar's `doLoadShedding`
+//! (`ModularLoadManagerImpl.java`) and placement.
 
 use std::collections::{BTreeSet, HashSet};
 

@@ -1,5 +1,6 @@
 //! What the leader knows: per-broker reports and time averages, per-bundle windows, recently unloaded bundles
-//! and preallocations — and the aggregation rules of `pulsar-formats.md` §6.2, fed one report at a time.
+//! and preallocations — and the aggregation of Pulsar's `ModularLoadManagerImpl.java` (`updateAllBrokerData`,
+//! `updateBundleData`), fed one report at a time.
 //!
 //! # Aggregation
 //!

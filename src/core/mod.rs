@@ -40,7 +40,7 @@
 //! Pulsar 3.0) *includes* direct memory, while the default direct-memory weight is 0: with default weights
 //! OverloadShedder, LeastLongTermMessageRate and the overload re-check of placement ignore direct memory.
 //!
-//! # Decisions on items the reference marks UNVERIFIED (checked against apache/pulsar sources and tests)
+//! # Decisions where Pulsar's behaviour is not obvious (checked against apache/pulsar sources and tests)
 //!
 //! * **Weight forms.** ThresholdShedder: five-weight form with the configured weights (the newest Java copy
 //!   available reads it so). OverloadShedder and LeastLongTermMessageRate: weighted per PIP-358 (PR #22888,

@@ -1,5 +1,5 @@
-//! When a broker rewrites its report (`reference/pulsar-formats.md` §6.1, `needBrokerDataUpdate`), and the two
-//! extra writes of extensible reporting.
+//! When a broker rewrites its report (`needBrokerDataUpdate` in Pulsar's `ModularLoadManagerImpl.java`), and
+//! the two extra writes of extensible reporting.
 //!
 //! The rules are pure functions shared by the live reporter ([`crate::runtime::BrokerAgent`]) and the
 //! simulator's ([`crate::sim::engine`]), so both write the same reports at the same checks:

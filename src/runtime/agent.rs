@@ -380,11 +380,11 @@ impl HostUsage {
 /// The report task. The first report was written at registration (`registered_at`); the first check comes
 /// [`report_check_phase_ms`] later (a phase from the seed and the broker id), then one every
 /// `loadBalancerReportUpdateMinIntervalMillis`, on deadlines (no drift). Each check refreshes the report and
-/// writes it when due (§6.1, [`report_update_reason`]) or, with [`extensible_reporting`], when
-/// [`forced_report_reason`] says so (its bundles changed since the last write; or
-/// `loadBalanceSheddingDelayInSeconds` passed since it last lost a bundle and nothing was written since) —
-/// never while disconnected. Re-registers when the registration was lost. Releases the registration when told
-/// to stop.
+/// writes it when due ([`report_update_reason`], Pulsar's `needBrokerDataUpdate` in
+/// `ModularLoadManagerImpl.java`) or, with [`extensible_reporting`], when [`forced_report_reason`] says so
+/// (its bundles changed since the last write; or `loadBalanceSheddingDelayInSeconds` passed since it last
+/// lost a bundle and nothing was written since) — never while disconnected. Re-registers when the
+/// registration was lost. Releases the registration when told to stop.
 async fn report_loop(
     sh: Arc<AgentShared>,
     mut lock: ResourceLock<LocalBrokerData>,

@@ -1,5 +1,5 @@
-//! Host resource usage on Linux, in the units of `LocalBrokerData` (`reference/pulsar-formats.md` §2.2), as
-//! Pulsar's `LinuxBrokerHostUsageImpl` measures it.
+//! Host resource usage on Linux, in the units of a report's [`SystemResourceUsage`] (listed below), as Pulsar's
+//! `LinuxBrokerHostUsageImpl.java` measures it.
 //!
 //! * **CPU** (percent of one core, summed over cores): from the cgroup when one is visible — v2
 //!   `cpu.stat` `usage_usec` with the limit from `cpu.max`, or v1 `cpuacct.usage` with the limit from

@@ -1,5 +1,7 @@
-//! A broker's identity: its id `advertisedAddress:webServicePort` and the URLs built from it, as Pulsar builds
-//! them (`reference/pulsar-formats.md` §2.1, §3).
+//! A broker's identity: its id `advertisedAddress:webServicePort` and the URLs built from it, as Pulsar's
+//! `PulsarService.java` builds them (the broker id, `webServiceAddress`, `brokerServiceUrl`), and the nodes that
+//! carry them: the `LocalBrokerData` registration, the `LeaderBroker` election node and the
+//! `NamespaceEphemeralData` ownership node (their paths: the table in `docs/compatibility.md`, "The paths").
 
 use crate::config::Settings;
 use crate::model::{LeaderBroker, LocalBrokerData, NamespaceEphemeralData};

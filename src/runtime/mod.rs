@@ -5,35 +5,40 @@
 //!
 //! # An agent
 //!
-//! [`BrokerAgent::start`]`(store, settings, identity, host, options)` runs, on its own store session:
+//! [`BrokerAgent::start`]`(store, settings, identity, host, options)` ([`agent`]) runs, on its own store
+//! session:
 //!
 //! * **registration and reports** — a [`ResourceLock`](crate::coordination::ResourceLock) holding the
 //!   `LocalBrokerData` at `/loadbalance/brokers/<host:port>` (with `loadManagerClassName`, so Pulsar 3.0+
 //!   leaders accept it), re-acquired if lost; a zero `TimeAverageBrokerData` written if none exists; every
 //!   `loadBalancerReportUpdateMinIntervalMillis` (from a phase seeded by the seed and the broker id,
-//!   [`report_rules::report_check_phase_ms`]) the host's bundle stats and usage are folded in and the report is
-//!   written when [`report_rules::report_update_reason`] says so (§6.1) — and, when the extensible load manager
-//!   or TransferShedder is configured, also when [`report_rules::forced_report_reason`] does (the bundle set
-//!   changed; `loadBalanceSheddingDelayInSeconds` after the last loss) — never while disconnected;
+//!   [`report_rules::report_check_phase_ms`]) the host's bundle stats and usage are folded in and the report
+//!   is written when [`report_rules::report_update_reason`] says so (Pulsar's `needBrokerDataUpdate`) — and,
+//!   when the extensible load manager or TransferShedder is configured, also when
+//!   [`report_rules::forced_report_reason`] does (the bundle set changed; `loadBalanceSheddingDelayInSeconds`
+//!   after the last loss) — never while disconnected;
 //! * **host usage** — the host's own figures, or [`host_usage::LinuxHostUsage`] sampled every
 //!   `loadBalancerHostUsageCheckIntervalMinutes`;
-//! * **ownership** — acquires and releases bundles as the assignment records say (below);
+//! * **ownership** — acquires and releases bundles as the assignment records say (below; [`ownership`]);
 //! * **dynamic configuration** — `/admin/configuration` applied on top of broker.conf (so
 //!   `loadmgr admin shedding disable` or `pulsar-admin brokers update-dynamic-config` reach every broker);
 //! * **requests addressed to it** — split points of a bundle it serves, from its host's topics;
 //! * **leader election** at `/loadbalance/leader`; while it leads, the leader task.
 //!
 //! [`BrokerAgent::shutdown`] resigns leadership, deregisters, then releases every bundle (the leader moves
-//! them at once); a crash leaves all that to the session's expiry.
+//! them at once); a crash leaves all that to the session's expiry. The tasks of one agent share its state
+//! ([`shared`]): the store session, the identity, the host, the current settings, the bundles it owns and
+//! serves, and its counters ([`AgentMetrics`]).
 //!
 //! A real broker plugs in through [`BrokerHost`] (bundle stats, load/unload); [`SyntheticHost`] serves the
 //! topics of a traffic profile and models CPU and NIC from the traffic it serves; [`IdleHost`] serves nothing.
 //!
 //! # The leader
 //!
-//! Only the elected agent runs it; the supervisor aborts it the moment the election says otherwise
-//! (including on `ConnectionLost`), and every write it makes is a batch fenced by the leader node, so a
-//! deposed leader's late write is rejected by the store. It:
+//! Only the elected agent runs it ([`leader`], the executor of [`crate::core::leader::Leader`]); the
+//! supervisor aborts it the moment the election says otherwise (including on `ConnectionLost`), and every
+//! write it makes is a batch fenced by the leader node, so a deposed leader's late write is rejected by the
+//! store. It:
 //!
 //! * loads everything when it starts — reports, stored bundle data and quotas (seeds of bundles seen the first
 //!   time), time averages, namespaces, assignment records (shed/unloaded bundles still in their grace period
@@ -116,8 +121,8 @@
 //!
 //! # Consistency with the simulator
 //!
-//! The leader's decisions are made once, by [`crate::core::leader::Leader`]; the leader task here and the
-//! simulator (`sim::engine`) are two executors of it. What else must agree is shared code too: the report
+//! The leader's decisions are made once, by [`crate::core::leader::Leader`]; the [`leader`] task here and the
+//! simulator ([`crate::sim::engine`]) are two executors of it. What else must agree is shared code too: the report
 //! rules, check phase and extensible forced writes ([`report_rules`]), the periods (the `*_interval` methods of
 //! [`Settings`](crate::config::Settings)), the cost model ([`synthetic`]), the random streams
 //! ([`crate::core::random`]) and the order of same-instant work (above). `tests/consistency.rs` runs scenarios
@@ -134,18 +139,21 @@
 //! and its siblings).
 
 pub mod admin;
-mod agent;
+pub mod agent;
 pub mod clock;
 pub mod cluster_policies;
 pub mod host;
 pub mod host_usage;
 pub mod identity;
-mod leader;
+// Public for its module docs only: everything in it is `pub(crate)` or narrower. Its docs name its private
+// submodules, which rustdoc renders as plain code unless `--document-private-items` is given.
+#[allow(rustdoc::private_intra_doc_links)]
+pub mod leader;
 pub mod monitor;
 pub mod namespaces;
-mod ownership;
+pub mod ownership;
 pub mod requests;
-mod shared;
+pub mod shared;
 pub mod snapshot;
 pub mod synthetic;
 
@@ -179,17 +187,17 @@ pub enum RuntimeError {
     /// Another live process holds this broker's registration.
     #[error("broker {broker} is already registered in {store} by another live process (same advertisedAddress and webServicePort?)")]
     AlreadyRegistered {
-        /// The broker id.
+        /// The broker id `advertisedAddress:webServicePort`.
         broker: String,
-        /// The store.
+        /// The store's address (its URL without credentials).
         store: String,
     },
     /// A request needs the leader and none is elected.
     #[error("no leader is running: {what} needs one, and {store} has no /loadbalance/leader node (start a `loadmgr broker`)")]
     NoLeader {
-        /// The request.
+        /// The request, as messages name it.
         what: String,
-        /// The store.
+        /// The store's address (its URL without credentials).
         store: String,
     },
     /// Waiting for an answer or an owner took too long.
@@ -197,7 +205,7 @@ pub enum RuntimeError {
     Timeout {
         /// What was awaited.
         what: String,
-        /// How long.
+        /// How long it was awaited.
         after: Duration,
     },
     /// The answerer refused the request.

@@ -31,7 +31,7 @@ pub const CONVERGED_SPREAD: f64 = 10.0;
 pub const CONVERGED_FOR_MS: i64 = 10 * 60_000;
 /// Score above which a broker is overloaded (Pulsar's default overload threshold), points.
 pub const OVERLOADED_SCORE: f64 = 85.0;
-/// Ping-pong window, ms.
+/// How far back a shedding move counts as the one a ping-pong move undoes, ms.
 pub const PING_PONG_WINDOW_MS: i64 = 60 * 60_000;
 
 /// All metrics of one run (JSON names in the module docs).
@@ -40,9 +40,9 @@ pub const PING_PONG_WINDOW_MS: i64 = 60 * 60_000;
 pub struct Metrics {
     /// Seconds to converge, `None` when it never did.
     pub convergence_seconds: Option<f64>,
-    /// Shedding moves.
+    /// Unloads decided by shedding that took effect (placements of orphaned or split bundles excluded).
     pub moves: u64,
-    /// Ping-pong moves.
+    /// Shedding moves of a bundle onto a broker a shedding move took it off within [`PING_PONG_WINDOW_MS`].
     pub ping_pong_moves: u64,
     /// Highest max/mean score.
     pub peak_max_over_mean: f64,
@@ -50,9 +50,9 @@ pub struct Metrics {
     pub avg_max_over_mean: f64,
     /// Time-averaged spread, points.
     pub avg_spread: f64,
-    /// Overloaded broker-minutes.
+    /// Time brokers spent above [`OVERLOADED_SCORE`], summed over brokers, minutes (5-s samples).
     pub overloaded_broker_minutes: f64,
-    /// Splits.
+    /// Bundle splits carried out.
     pub splits: u64,
     /// Mean wall-clock µs per shedding cycle.
     pub decision_micros_per_cycle: f64,

@@ -8,9 +8,10 @@
 //! * [`world`] — the starting state of a run (brokers, namespaces, topics with traffic, owners, timeline),
 //!   from a scenario and a seed, or from a decision-core snapshot of a live cluster.
 //! * [`model`] — the cost model (traffic → CPU and NIC usage), the *score*, noise and random streams.
-//! * [`leader`] — the leader's loop as a reusable sequence over the core: feed reports → aggregation →
-//!   shedding cycle → placement → apply with move delay → split → flush.
-//! * [`engine`] — the discrete-event simulation of one run (brokers' reporters, moves, membership, traffic).
+//! * [`engine`] — the discrete-event simulation of one run (brokers' reporters, moves, membership, traffic),
+//!   and the executor of the leader's state machine ([`crate::core::leader::Leader`]: reports → aggregation →
+//!   shedding cycle → placement → moves with their delay → split → flush), playing the store and the
+//!   brokers' ownership agents in virtual time.
 //! * [`metrics`] — what a run measures, with exact definitions.
 //! * [`suite`] — many runs on a thread pool, with a progress bar.
 //! * [`report`] — text tables, JSON, HTML with SVG and PNG charts.

@@ -50,13 +50,13 @@ impl Default for SuiteOptions {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ScenarioInfo {
-    /// Name.
+    /// The scenario's short name (table headers, file names).
     pub name: String,
-    /// Description.
+    /// What the scenario shows (its file's `description`; may be empty).
     pub description: String,
     /// Brokers (ever present).
     pub brokers: usize,
-    /// Bundles at the start.
+    /// Bundles owned at the start (unowned ones are not counted).
     pub bundles: usize,
     /// Length, minutes.
     pub duration_minutes: f64,

@@ -72,20 +72,21 @@ pub struct TopicSpec {
     pub ns: usize,
     /// Traffic at multiplier 1.
     pub base: Rates,
-    /// Producers.
+    /// Producers connected to it; its bundle reports the sum over its topics as `producerCount`.
     pub producers: i32,
-    /// Consumers.
+    /// Consumers connected to it; its bundle reports the sum over its topics as `consumerCount`.
     pub consumers: i32,
 }
 
 /// A bundle at the start and its owner (broker index), if any.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InitialBundle {
-    /// Namespace index.
+    /// Namespace index (into [`World::namespaces`]).
     pub ns: usize,
-    /// Range.
+    /// The bundle's hash range, one of its namespace's initial bundles.
     pub range: BundleRange,
-    /// Owner.
+    /// The owning broker's index (into [`World::brokers`]); `None` for a bundle nobody owns at the start,
+    /// which the leader places when it is looked up.
     pub owner: Option<usize>,
 }
 
@@ -126,7 +127,8 @@ pub struct Spike {
     pub start_ms: i64,
     /// End, ms after the start.
     pub end_ms: i64,
-    /// CPU points.
+    /// CPU added while it lasts, in percentage points of the broker's CPU limit (40 adds 40 % of all its
+    /// cores).
     pub points: f64,
 }
 
@@ -149,11 +151,11 @@ pub struct World {
     pub model: CostModel,
     /// The scenario's broker.conf lines.
     pub settings_text: String,
-    /// Brokers.
+    /// Every broker that is ever up; the other fields name brokers by their index here.
     pub brokers: Vec<BrokerSpec>,
-    /// Namespaces.
+    /// Every namespace; topics and bundles name theirs by its index here.
     pub namespaces: Vec<NamespaceSpec>,
-    /// Topics.
+    /// Every topic with its base traffic; timeline events name topics by their index here.
     pub topics: Vec<TopicSpec>,
     /// Bundles at the start.
     pub bundles: Vec<InitialBundle>,

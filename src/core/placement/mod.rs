@@ -1,7 +1,7 @@
 //! Placement: the candidate pipeline of `ModularLoadManagerImpl.selectBroker` and the placement strategies.
 //!
-//! Pipeline, in Pulsar's order ([`select_broker`]), numbered as in the algorithms reference (§3.1 of
-//! `pulsar-algorithms.md`; step 1 is the bundle-data `computeIfAbsent` of [`assign_bundle`]):
+//! Pipeline, in the order of `selectBroker` in Pulsar's `ModularLoadManagerImpl.java` ([`select_broker`]);
+//! step 1 is the bundle-data `computeIfAbsent` of [`assign_bundle`]:
 //! 2. namespace isolation policies (primary/secondary brokers by regex, `min_available` fail-over), else the
 //!    topic-kind capability and shared brokers ([`filters::namespace_policy_candidates`]);
 //! 3. `loadBalancerBrokerMaxTopics` (ignored when it would drop everyone);
