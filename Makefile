@@ -27,7 +27,7 @@ docker-test:
 ## The fast tests only, for the edit-compile-test loop: the library's and the binary's unit tests and the tests/
 ## files that need no ZooKeeper, etcd, Docker or network (a few seconds once built; tests/README.md lists what
 ## every file needs and how long it takes). `make test` runs these and the rest.
-UNIT_TESTS := cli consistency explain_cli golden model_props routing runtime runtime_cli sim
+UNIT_TESTS := cli consistency explain_cli golden layers model_props routing runtime runtime_cli sim
 unit:
 	$(CARGO) test --lib --bins $(addprefix --test ,$(UNIT_TESTS))
 

@@ -145,9 +145,7 @@ pub mod cluster_policies;
 pub mod host;
 pub mod host_usage;
 pub mod identity;
-// Public for its module docs only: everything in it is `pub(crate)` or narrower. Its docs name its private
-// submodules, which rustdoc renders as plain code unless `--document-private-items` is given.
-#[allow(rustdoc::private_intra_doc_links)]
+// Public for its module docs only: everything in it is `pub(crate)` or narrower.
 pub mod leader;
 pub mod monitor;
 pub mod namespaces;

@@ -90,7 +90,7 @@ impl Leader {
                 let n = self.status.malformed_reports;
                 self.log(
                     Level::Warn,
-                    format!("malformed broker report of {broker} skipped ({n} so far): {why}"),
+                    format!("malformed broker report skipped ({n} so far): {broker}: {why}"),
                 );
                 false
             }

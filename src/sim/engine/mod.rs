@@ -39,7 +39,7 @@
 //!      `loadBalancerReportUpdateMaxIntervalMinutes` (15) — as it would on Pulsar's extensible brokers. With
 //!      this write the cool-down ends at the first cycle after the delay.
 //! * **The leader** is [`crate::core::leader::Leader`], the state machine a cluster's leader task drives, here
-//!   executed by [`leader`] (which plays the store and the brokers' ownership agents). It is elected once
+//!   executed by `engine/leader.rs` (which plays the store and the brokers' ownership agents). It is elected once
 //!   every broker joining at an instant is registered: the registered broker with the lowest id; when it
 //!   leaves, the next one is elected and reads the simulated store back (records, ownership, reports, flushed
 //!   data), with fresh strategies and its stream counters at 0, as a new leader of a cluster does. Every
