@@ -8,8 +8,9 @@
 //! Periods are the runtime's (the `*_interval` methods of [`Settings`], e.g. [`Settings::shedding_interval`]): the
 //! minute-based settings, or their `loadmgr*Millis` overrides when set.
 //!
-//! * **Brokers** check their report every `loadBalancerReportUpdateMinIntervalMillis` (5 s) — first at start,
-//!   then after a phase seeded by the run's seed and the broker id
+//! * **Brokers** check their report every `loadBalancerReportUpdateMinIntervalMillis` (5 s) — first at start
+//!   (their registration carries that first report, as the runtime's agents' does), then after a phase seeded
+//!   by the run's seed and the broker id
 //!   ([`crate::core::report_rules::report_check_phase_ms`], the runtime's rule too), then every period — and
 //!   write it when Pulsar's `needBrokerDataUpdate` says so: first report at start, more than
 //!   `loadBalancerReportUpdateMaxIntervalMinutes` since the last write, or a change above
@@ -623,24 +624,14 @@ impl<'w> Sim<'w> {
         br.acc = (SystemResourceUsage::default(), 0);
         br.owners_changed = false;
         br.last_loss = None;
-        let epoch = br.epoch;
-        self.push(t, Ev::Check(b, epoch));
-        if self.leader.is_none() {
+        // The registration is the first report, with the host's usage and the bundles served (the runtime's agent
+        // registers so): the broker's first check is now, and a leader sees one report, not an empty
+        // registration then a report (the extensible EMAs start from the first report they see).
+        self.check(b, t);
+        if self.leader.is_none() && !self.electing {
             // Elected once every broker joining at this instant is registered.
-            if !self.electing {
-                self.electing = true;
-                self.push(t, Ev::Elect);
-            }
-        } else {
-            let id = self.world.brokers[b].id.clone();
-            let report = self.brokers[b].report.clone().expect("registered");
-            self.leader_step(
-                t,
-                Event::Report {
-                    broker: id,
-                    report: Ok(report),
-                },
-            );
+            self.electing = true;
+            self.push(t, Ev::Elect);
         }
         // Its agent takes what the records name it destination of.
         self.acquire_recorded(t, b);
