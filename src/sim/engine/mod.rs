@@ -43,7 +43,8 @@
 //!   over ([`Leader::take_over`]). Every written report is applied at once (one aggregation per
 //!   notification). Split selection runs after report arrivals, at most once per 5-s period (Pulsar runs it
 //!   after every notification; within 5 s it would select the same bundles).
-//! * **Moves**: a shedding unload takes the bundle off its current owner at once; the planned destination owns
+//! * **Moves**: a shedding unload takes the bundle off its current owner at once (a crashed owner's only when its
+//!   session expires; an owner still loading it once loaded: see `leader.rs`); the planned destination owns
 //!   it `moveSeconds` later (if that broker left meanwhile, the bundle is placed by a lookup). Unloads of
 //!   bundles that moved or split since the leader's view are not carried out (`failedUnloads`; traced as
 //!   `unload <bundle> not carried out: <why>`). A split parent cannot be among them: the leader forgets it
@@ -52,8 +53,9 @@
 //!   its bundles are looked up and placed by [`Leader::assign`] `moveSeconds` later. A crash is noticed after
 //!   `metadataStoreSessionTimeoutMillis`; the bundles are placed then. A restarted broker comes back empty.
 //! * **Splits** follow the plan's boundaries, or the configured algorithm over the bundle's topics when the
-//!   plan leaves them to the owner; children take the topics whose hash they contain. Unloaded children with
-//!   topics are placed by lookups `moveSeconds` later; children without topics are never looked up.
+//!   plan leaves them to the owner; children take the topics whose hash they contain. The parent's owner serves
+//!   the children `moveSeconds` after the split (its host loads them); children placed anew move from it once
+//!   it loaded them.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
@@ -669,8 +671,13 @@ impl<'w> Sim<'w> {
         let held: Vec<usize> = (0..self.bundles.len())
             .filter(|i| self.bundles[*i].node == Some(b))
             .collect();
-        for bi in held {
+        for &bi in &held {
             self.release(bi);
+        }
+        // Agents waiting for these nodes take them now (moves off the crashed broker planned before its session
+        // expired).
+        for &bi in &held {
+            self.hand_over(t, bi);
         }
         let id = self.id(b).to_owned();
         if self.leader_idx == Some(b) {
@@ -855,8 +862,9 @@ impl<'w> Sim<'w> {
         self.log(t, format!("unload {bundle} not carried out: {why}"));
     }
 
-    /// The destination's host finished loading the bundle: it serves it from now on.
-    fn move_done(&mut self, bi: usize, mid: usize) {
+    /// The destination's host finished loading the bundle: it serves it from now on (and lets it go at once
+    /// when a record named another broker meanwhile, [`Sim::loaded`]).
+    fn move_done(&mut self, t: i64, bi: usize, mid: usize) {
         if self.bundles[bi].owner != Owner::Moving(mid) {
             return;
         }
@@ -864,6 +872,7 @@ impl<'w> Sim<'w> {
         let d = self.moves_dest[mid];
         if self.brokers[d].up && self.bundles[bi].node == Some(d) {
             self.own(bi, d);
+            self.loaded(t, bi, d);
         }
     }
 
@@ -989,7 +998,7 @@ impl<'w> Sim<'w> {
                     }
                 }
                 Ev::Elect => self.elect(t),
-                Ev::MoveDone(bi, mid) => self.move_done(bi, mid),
+                Ev::MoveDone(bi, mid) => self.move_done(t, bi, mid),
                 Ev::RampStep(r, k) => self.ramp_step(r, k, t),
                 Ev::Check(b, e) => {
                     if self.brokers[b].up && self.brokers[b].epoch == e {
