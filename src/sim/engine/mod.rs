@@ -27,7 +27,10 @@
 //!   writes, traced as `report <broker> forced: <why>`
 //!   ([`crate::core::report_rules::forced_report_reason`], which the runtime's reporter applies too).
 //!   1. A broker whose bundle set changed since its last write (a bundle unloaded or split away, or a bundle
-//!      it now owns) writes at its next check. This is what Pulsar's extensible brokers do: their
+//!      it now owns) writes at its next check. Changed as its checks see it, as the runtime's reporter does
+//!      (the gains and losses [`LocalBrokerData::update`] accumulates at every check): a bundle that comes and
+//!      goes between two checks (a split child its parent's owner releases as soon as it loaded it) changes
+//!      nothing. This follows Pulsar's extensible brokers (which react to every such event): their
 //!      `BrokerLoadDataReporter` listens to the service-unit state channel and, on `Releasing` or `Splitting`
 //!      with itself as the source or `Owned` with itself as the destination, tombstones its load data (deletes
 //!      it from the store, resets its local data); the next `loadBalancerReportUpdateMinIntervalMillis` tick
@@ -239,9 +242,13 @@ struct Broker {
     acc: (SystemResourceUsage, u32),
     phase_ms: i64,
     spikes: Vec<Spike>,
-    /// Extensible reporting: the bundle set changed since the last write (a bundle was unloaded, split or
-    /// assigned here).
+    /// Extensible reporting: the bundle set seen at a check differed from the one seen at the check before, since
+    /// the last write (a bundle was unloaded, split or assigned here).
     owners_changed: bool,
+    /// A fingerprint of `bundles` (the XOR of [`set_key`] of its members), kept by `own` and `unown`.
+    set_hash: u64,
+    /// `set_hash` at the last check (or the registration).
+    checked_hash: u64,
     /// Extensible reporting: when this broker last lost a bundle (ms); it writes at its first check at least
     /// `loadBalanceSheddingDelayInSeconds` later unless it wrote since then.
     last_loss: Option<i64>,
@@ -363,6 +370,15 @@ struct Sim<'w> {
     now: i64,
 }
 
+/// A bundle's key in a broker's [`Broker::set_hash`] (splitmix64 of its index: distinct sets collide with
+/// probability 2⁻⁶⁴).
+fn set_key(bi: usize) -> u64 {
+    let mut z = (bi as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// A period in whole ms (the simulator's time unit).
 fn ms(d: std::time::Duration) -> i64 {
     d.as_millis().min(i64::MAX as u128) as i64
@@ -457,6 +473,8 @@ impl<'w> Sim<'w> {
                     .copied()
                     .collect(),
                 owners_changed: false,
+                set_hash: 0,
+                checked_hash: 0,
                 last_loss: None,
             })
             .collect();
@@ -527,8 +545,9 @@ impl<'w> Sim<'w> {
         let b = &mut self.bundles[bi];
         b.owner = Owner::On(broker);
         let br = &mut self.brokers[broker];
-        br.owners_changed = true;
-        br.bundles.insert(bi);
+        if br.bundles.insert(bi) {
+            br.set_hash ^= set_key(bi);
+        }
         br.ns_rates[b.ns].add_scaled(&b.rates, 1.0);
         br.ns_count[b.ns] += 1;
         br.total.add_scaled(&b.rates, 1.0);
@@ -538,9 +557,10 @@ impl<'w> Sim<'w> {
         if let Owner::On(o) = self.bundles[bi].owner {
             let b = &self.bundles[bi];
             let br = &mut self.brokers[o];
-            br.owners_changed = true;
             br.last_loss = Some(self.now);
-            br.bundles.remove(&bi);
+            if br.bundles.remove(&bi) {
+                br.set_hash ^= set_key(bi);
+            }
             br.ns_rates[b.ns].add_scaled(&b.rates, -1.0);
             br.ns_count[b.ns] -= 1;
             if br.ns_count[b.ns] == 0 {
@@ -625,6 +645,7 @@ impl<'w> Sim<'w> {
         br.checks = 0;
         br.acc = (SystemResourceUsage::default(), 0);
         br.owners_changed = false;
+        br.checked_hash = br.set_hash;
         br.last_loss = None;
         // The registration is the first report, with the host's usage and the bundles served (the runtime's agent
         // registers so): the broker's first check is now, and a leader sees one report, not an empty
@@ -739,6 +760,10 @@ impl<'w> Sim<'w> {
             noise(self.seed, b as u64, self.brokers[b].checks),
         );
         let br = &mut self.brokers[b];
+        if br.set_hash != br.checked_hash {
+            br.owners_changed = true;
+            br.checked_hash = br.set_hash;
+        }
         add_usage(&mut br.acc.0, &inst);
         br.acc.1 += 1;
         if br.checks % host_every == 0 {
