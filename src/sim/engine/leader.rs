@@ -35,7 +35,7 @@ use crate::model::{BundleData, LocalPolicies};
 use crate::runtime::synthetic::Rates;
 
 use super::{Bundle, Ev, Owner, Sim};
-use crate::sim::metrics::MoveRecord;
+use crate::sim::metrics::{MoveRecord, RecordWrite, SplitRecord};
 
 /// What the simulated store holds for the leader.
 #[derive(Debug, Default)]
@@ -220,6 +220,12 @@ impl<'w> Sim<'w> {
                 expected_version,
             } => {
                 let version = expected_version.map_or(0, |v| v + 1);
+                if self.trace.is_some() {
+                    self.records.push(RecordWrite {
+                        at_ms: t,
+                        record: record.clone(),
+                    });
+                }
                 self.store
                     .records
                     .insert(record.bundle.clone(), (record.clone(), version));
@@ -527,6 +533,23 @@ impl<'w> Sim<'w> {
                 node: None,
             });
             self.store.records.insert(r.bundle.clone(), (r.clone(), 0));
+            if self.trace.is_some() {
+                self.records.push(RecordWrite {
+                    at_ms: t,
+                    record: r.clone(),
+                });
+            }
+        }
+        if self.trace.is_some() {
+            self.splits.push(SplitRecord {
+                at_ms: t,
+                parent: parent.clone(),
+                children: write
+                    .child_records
+                    .iter()
+                    .map(|r| r.bundle.clone())
+                    .collect(),
+            });
         }
         let topics = std::mem::take(&mut self.bundles[pi].topics);
         for ti in topics {

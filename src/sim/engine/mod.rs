@@ -71,7 +71,7 @@ mod leader;
 
 use std::collections::VecDeque;
 
-use super::metrics::{Metrics, MoveRecord, Recorder, ReportRecord};
+use super::metrics::{Metrics, MoveRecord, RecordWrite, Recorder, ReportRecord, SplitRecord};
 use super::model::score;
 use super::world::{Spike, World, WorldEvent};
 use crate::bundle::{BundleRange, NamespaceBundles};
@@ -151,6 +151,15 @@ pub struct RunResult {
     /// With [`RunOptions::trace`]: every report written, in order (not serialised).
     #[serde(skip)]
     pub reports: Vec<ReportRecord>,
+    /// With [`RunOptions::trace`]: every assignment record the leaders wrote, in order (not serialised).
+    #[serde(skip)]
+    pub records: Vec<RecordWrite>,
+    /// With [`RunOptions::trace`]: every split, in order (not serialised).
+    #[serde(skip)]
+    pub splits: Vec<SplitRecord>,
+    /// Who holds each bundle's ownership node at the end: bundle → broker id (not serialised).
+    #[serde(skip)]
+    pub owners: BTreeMap<String, String>,
 }
 
 /// The settings of a run: `broker.conf` text of the scenario, then of `--config` (its keys win), then the
@@ -367,6 +376,10 @@ struct Sim<'w> {
     trace: Option<Vec<String>>,
     /// With a trace: every report written.
     reports: Vec<ReportRecord>,
+    /// With a trace: every assignment record written.
+    records: Vec<RecordWrite>,
+    /// With a trace: every split.
+    splits: Vec<SplitRecord>,
     now: i64,
 }
 
@@ -520,6 +533,8 @@ impl<'w> Sim<'w> {
             chart_ms: options.chart_interval_ms.max(SAMPLE_MS),
             trace: options.trace.then(Vec::new),
             reports: Vec::new(),
+            records: Vec::new(),
+            splits: Vec::new(),
             now: 0,
         }
     }
@@ -1064,12 +1079,21 @@ impl<'w> Sim<'w> {
             .iter()
             .map(|m| m.at_ms as f64 / 60_000.0)
             .collect();
+        let owners = self
+            .bundles
+            .iter()
+            .filter(|b| b.live)
+            .filter_map(|b| Some((b.name.clone(), self.world.brokers[b.node?].id.clone())))
+            .collect();
         Outcome {
             metrics,
             series: self.series,
             moves: self.recorder.moves,
             trace: self.trace.unwrap_or_default(),
             reports: self.reports,
+            records: self.records,
+            splits: self.splits,
+            owners,
         }
     }
 }
@@ -1081,6 +1105,9 @@ struct Outcome {
     moves: Vec<MoveRecord>,
     trace: Vec<String>,
     reports: Vec<ReportRecord>,
+    records: Vec<RecordWrite>,
+    splits: Vec<SplitRecord>,
+    owners: BTreeMap<String, String>,
 }
 
 /// Runs one world with one strategy pair; `progress` (if given) receives the simulated ms reached.
@@ -1093,6 +1120,9 @@ pub fn run(world: &World, options: &RunOptions, progress: Option<&AtomicI64>) ->
         moves,
         trace,
         reports,
+        records,
+        splits,
+        owners,
     } = sim.run(progress);
     let wall = started.elapsed().as_secs_f64();
     let interval = ms(options.settings.shedding_interval()) as f64;
@@ -1120,5 +1150,8 @@ pub fn run(world: &World, options: &RunOptions, progress: Option<&AtomicI64>) ->
         moves,
         trace,
         reports,
+        records,
+        splits,
+        owners,
     }
 }
