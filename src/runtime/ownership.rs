@@ -480,8 +480,11 @@ impl OwnershipTask {
                     Some(n) => {
                         if let Some(b) = paths::bundle_below(paths::OWNERSHIP, &n.path) {
                             let name = b.to_string();
+                            // A bundle being evaluated counts as waiting: its evaluation may have read the node
+                            // before this change and end `Waiting` after it (it is evaluated again then).
                             let relevant = self.sh.owned.lock().unwrap().contains(&name)
-                                || self.waiting.contains(&name);
+                                || self.waiting.contains(&name)
+                                || self.running.contains_key(&name);
                             if relevant {
                                 self.schedule(name);
                             }
@@ -490,6 +493,7 @@ impl OwnershipTask {
                                 let same_ns: Vec<String> = self
                                     .waiting
                                     .iter()
+                                    .chain(self.running.keys())
                                     .filter(|w| w.starts_with(&ns))
                                     .cloned()
                                     .collect();

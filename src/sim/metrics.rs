@@ -100,6 +100,27 @@ pub struct ReportRecord {
     pub figures: crate::core::report_rules::ReportFigures,
 }
 
+/// An assignment record the leader wrote (kept with [`super::RunOptions::trace`]): every version, in write
+/// order, the children's records of a split included.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordWrite {
+    /// When it was written, ms after the start.
+    pub at_ms: i64,
+    /// The record as written.
+    pub record: crate::model::records::BundleAssignment,
+}
+
+/// A split carried out (kept with [`super::RunOptions::trace`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitRecord {
+    /// When the split batch was written, ms after the start.
+    pub at_ms: i64,
+    /// The bundle split.
+    pub parent: String,
+    /// Its children, in hash order.
+    pub children: Vec<String>,
+}
+
 /// Counts ping-pong moves in a trace sorted by time: a move of bundle X to broker B at `t` counts when a move
 /// of X off B happened in `[t − 1 h, t)`.
 pub fn count_ping_pong(trace: &[MoveRecord]) -> u64 {

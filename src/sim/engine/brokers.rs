@@ -66,25 +66,16 @@ impl<'w> Sim<'w> {
         br.checks = 0;
         br.acc = (SystemResourceUsage::default(), 0);
         br.owners_changed = false;
+        br.checked_hash = br.set_hash;
         br.last_loss = None;
-        let epoch = br.epoch;
-        self.push(t, Ev::Check(b, epoch));
-        if self.leader.is_none() {
+        // The registration is the first report, with the host's usage and the bundles served (the runtime's agent
+        // registers so): the broker's first check is now, and a leader sees one report, not an empty
+        // registration then a report (the extensible EMAs start from the first report they see).
+        self.check(b, t);
+        if self.leader.is_none() && !self.electing {
             // Elected once every broker joining at this instant is registered.
-            if !self.electing {
-                self.electing = true;
-                self.push(t, Ev::Elect);
-            }
-        } else {
-            let id = self.world.brokers[b].id.clone();
-            let report = self.brokers[b].report.clone().expect("registered");
-            self.leader_step(
-                t,
-                Event::Report {
-                    broker: id,
-                    report: Ok(report),
-                },
-            );
+            self.electing = true;
+            self.push(t, Ev::Elect);
         }
         // Its agent takes what the records name it destination of.
         self.acquire_recorded(t, b);
@@ -122,8 +113,13 @@ impl<'w> Sim<'w> {
         let held: Vec<usize> = (0..self.bundles.len())
             .filter(|i| self.bundles[*i].node == Some(b))
             .collect();
-        for bi in held {
+        for &bi in &held {
             self.release(bi);
+        }
+        // Agents waiting for these nodes take them now (moves off the crashed broker planned before its session
+        // expired).
+        for &bi in &held {
+            self.hand_over(t, bi);
         }
         let id = self.id(b).to_owned();
         if self.leader_idx == Some(b) {
@@ -185,6 +181,10 @@ impl<'w> Sim<'w> {
             noise(self.seed, b as u64, self.brokers[b].checks),
         );
         let br = &mut self.brokers[b];
+        if br.set_hash != br.checked_hash {
+            br.owners_changed = true;
+            br.checked_hash = br.set_hash;
+        }
         add_usage(&mut br.acc.0, &inst);
         br.acc.1 += 1;
         if br.checks % host_every == 0 {

@@ -6,9 +6,13 @@
 //!   outcome is handed back before the next command, as the runtime does after each fenced batch.
 //! * **Ownership** (what the brokers' agents do with a record): a record naming a new destination makes the
 //!   holder of the ownership node release it at once and the destination, when it is up and registered, take
-//!   the node at once and serve the bundle `moveSeconds` later (the host's load). A destination that is down
-//!   takes it when it comes back, or the leader re-places the bundle when its registration vanishes. A crashed
-//!   broker's nodes vanish with its registration (session expiry); a graceful one releases them first.
+//!   the node at once and serve the bundle `moveSeconds` later (the host's load). A holder still loading the
+//!   bundle releases it once loaded (the runtime's ownership task evaluates a bundle again when its load
+//!   finished); a crashed holder never does: its nodes vanish with its registration (session expiry), and the
+//!   destination takes the node then. A destination that is down takes it when it comes back, or the leader
+//!   re-places the bundle when its registration vanishes. A graceful stop releases the nodes first. A split's
+//!   children are taken by the parent's owner at once and served `moveSeconds` later, like any bundle it
+//!   acquires.
 //! * **Notifications**: ownership changes reach the core after the step that caused them, at the same instant
 //!   (the runtime's watches deliver them after the batch). The core's own record writes are not notified back:
 //!   the core already holds them with their versions, and the runtime's echo of them changes nothing.
@@ -31,7 +35,7 @@ use crate::model::{BundleData, LocalPolicies};
 use crate::runtime::synthetic::Rates;
 
 use super::{Bundle, Ev, Owner, Sim};
-use crate::sim::metrics::MoveRecord;
+use crate::sim::metrics::{MoveRecord, RecordWrite, SplitRecord};
 
 /// What the simulated store holds for the leader.
 #[derive(Debug, Default)]
@@ -216,6 +220,12 @@ impl<'w> Sim<'w> {
                 expected_version,
             } => {
                 let version = expected_version.map_or(0, |v| v + 1);
+                if self.trace.is_some() {
+                    self.records.push(RecordWrite {
+                        at_ms: t,
+                        record: record.clone(),
+                    });
+                }
                 self.store
                     .records
                     .insert(record.bundle.clone(), (record.clone(), version));
@@ -340,10 +350,54 @@ impl<'w> Sim<'w> {
             });
             return;
         }
-        if from.is_some() {
+        if let Some(h) = from {
+            if !self.can_release(bi, h) {
+                // The destination waits for the node: see `loaded` and `Sim::deregister`.
+                return;
+            }
             self.release(bi);
         }
         self.acquire(t, bi, d);
+    }
+
+    /// Whether the holder of a bundle's ownership node lets it go when a record names another broker: not while
+    /// its host is still loading the bundle (the runtime's ownership task evaluates the bundle again once the load
+    /// finished, see [`Sim::loaded`]), and never once crashed (its node vanishes with its session).
+    fn can_release(&self, bi: usize, holder: usize) -> bool {
+        self.brokers[holder].up && !matches!(self.bundles[bi].owner, Owner::Moving(_))
+    }
+
+    /// A free ownership node: the broker its record names takes it, when up and registered (its agent was
+    /// waiting for the node to go).
+    pub(super) fn hand_over(&mut self, t: i64, bi: usize) {
+        let named = self
+            .store
+            .records
+            .get(&self.bundles[bi].name)
+            .and_then(|(r, _)| self.broker_index(&r.destination));
+        if let Some(d) = named {
+            self.acquire(t, bi, d);
+        }
+    }
+
+    /// Broker `d` finished loading a bundle whose node it holds: if a record named another broker meanwhile (a
+    /// split child placed anew as soon as the parent's owner took it), it releases the bundle now and the named
+    /// broker takes it.
+    pub(super) fn loaded(&mut self, t: i64, bi: usize, d: usize) {
+        let elsewhere = self
+            .store
+            .records
+            .get(&self.bundles[bi].name)
+            .is_some_and(|(r, _)| r.destination != self.world.brokers[d].id);
+        if !elsewhere {
+            return;
+        }
+        self.release(bi);
+        self.hand_over(t, bi);
+        let notices: Vec<_> = self.notices.drain(..).collect();
+        for n in notices {
+            self.leader_step(t, n);
+        }
     }
 
     /// The holder of a bundle's ownership node lets it go (and stops serving it).
@@ -491,6 +545,23 @@ impl<'w> Sim<'w> {
                 node: None,
             });
             self.store.records.insert(r.bundle.clone(), (r.clone(), 0));
+            if self.trace.is_some() {
+                self.records.push(RecordWrite {
+                    at_ms: t,
+                    record: r.clone(),
+                });
+            }
+        }
+        if self.trace.is_some() {
+            self.splits.push(SplitRecord {
+                at_ms: t,
+                parent: parent.clone(),
+                children: write
+                    .child_records
+                    .iter()
+                    .map(|r| r.bundle.clone())
+                    .collect(),
+            });
         }
         let topics = std::mem::take(&mut self.bundles[pi].topics);
         for ti in topics {
@@ -511,13 +582,9 @@ impl<'w> Sim<'w> {
         self.series.split_minutes.push(t as f64 / 60_000.0);
         if let Some(o) = owner {
             for ci in first..self.bundles.len() {
-                // The parent's owner holds and serves its children at once.
-                self.bundles[ci].node = Some(o);
-                self.own(ci, o);
-                self.notices.push_back(Event::OwnerSeen {
-                    bundle: self.bundles[ci].name.clone(),
-                    owner: self.owner_seen(o),
-                });
+                // The parent's owner takes the children's nodes at once and serves them a load time later (its
+                // host loads each child as any bundle it acquires).
+                self.acquire(t, ci, o);
             }
         }
         let mut versions = vec![version];

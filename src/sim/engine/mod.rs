@@ -8,8 +8,9 @@
 //! Periods are the runtime's (the `*_interval` methods of [`Settings`], e.g. [`Settings::shedding_interval`]): the
 //! minute-based settings, or their `loadmgr*Millis` overrides when set.
 //!
-//! * **Brokers** check their report every `loadBalancerReportUpdateMinIntervalMillis` (5 s) — first at start,
-//!   then after a phase seeded by the run's seed and the broker id
+//! * **Brokers** check their report every `loadBalancerReportUpdateMinIntervalMillis` (5 s) — first at start
+//!   (their registration carries that first report, as the runtime's agents' does), then after a phase seeded
+//!   by the run's seed and the broker id
 //!   ([`crate::core::report_rules::report_check_phase_ms`], the runtime's rule too), then every period — and
 //!   write it when Pulsar's `needBrokerDataUpdate` says so: first report at start, more than
 //!   `loadBalancerReportUpdateMaxIntervalMinutes` since the last write, or a change above
@@ -26,7 +27,10 @@
 //!   writes, traced as `report <broker> forced: <why>`
 //!   ([`crate::core::report_rules::forced_report_reason`], which the runtime's reporter applies too).
 //!   1. A broker whose bundle set changed since its last write (a bundle unloaded or split away, or a bundle
-//!      it now owns) writes at its next check. This is what Pulsar's extensible brokers do: their
+//!      it now owns) writes at its next check. Changed as its checks see it, as the runtime's reporter does
+//!      (the gains and losses [`LocalBrokerData::update`] accumulates at every check): a bundle that comes and
+//!      goes between two checks (a split child its parent's owner releases as soon as it loaded it) changes
+//!      nothing. This follows Pulsar's extensible brokers (which react to every such event): their
 //!      `BrokerLoadDataReporter` listens to the service-unit state channel and, on `Releasing` or `Splitting`
 //!      with itself as the source or `Owned` with itself as the destination, tombstones its load data (deletes
 //!      it from the store, resets its local data); the next `loadBalancerReportUpdateMinIntervalMillis` tick
@@ -39,24 +43,26 @@
 //!      `loadBalancerReportUpdateMaxIntervalMinutes` (15) — as it would on Pulsar's extensible brokers. With
 //!      this write the cool-down ends at the first cycle after the delay.
 //! * **The leader** is [`crate::core::leader::Leader`], the state machine a cluster's leader task drives, here
-//!   executed by `engine/leader.rs` (which plays the store and the brokers' ownership agents). It is elected once
-//!   every broker joining at an instant is registered: the registered broker with the lowest id; when it
+//!   executed by `engine/leader.rs` (which plays the store and the brokers' ownership agents). It is elected
+//!   once every broker joining at an instant is registered: the registered broker with the lowest id; when it
 //!   leaves, the next one is elected and reads the simulated store back (records, ownership, reports, flushed
 //!   data), with fresh strategies and its stream counters at 0, as a new leader of a cluster does. Every
 //!   written report is one event. The split check follows report arrivals, at most once per 5-s period.
-//! * **Moves**: an assignment record naming a new destination takes the bundle off its current owner at
-//!   once; the destination (when up and registered) takes the ownership node at once and serves the bundle
-//!   `moveSeconds` later (the host's load). Shedding waits while a move is in flight or not yet visible in the
-//!   reports, as the leader does in a cluster. Records of bundles that split meanwhile are not carried out
-//!   (`failedUnloads`; traced as `unload <bundle> not carried out: <why>`).
+//! * **Moves**: an assignment record naming a new destination takes the bundle off its current owner at once
+//!   (a crashed owner's only when its session expires; an owner still loading it once loaded); the destination
+//!   (when up and registered) takes the ownership node then and serves the bundle `moveSeconds` later (the
+//!   host's load). Shedding waits while a move is in flight or not yet visible in the reports, as the leader
+//!   does in a cluster. Records of bundles that split meanwhile are not carried out (`failedUnloads`; traced as
+//!   `unload <bundle> not carried out: <why>`).
 //! * **Leaving brokers**: a graceful stop releases its bundles and deregisters at once (Pulsar's
 //!   `disableBroker` before unloading); a crash is noticed after `metadataStoreSessionTimeoutMillis`, when its
 //!   registration and ownership nodes vanish. The leader then re-places the bundles recorded on it (`orphan`).
 //!   A restarted broker comes back empty, and takes what records name it destination of.
 //! * **Splits** follow the plan's boundaries, or the configured algorithm over the bundle's topics when the
 //!   plan leaves them to the owner (the leader asks the owner for the split points); children take the topics
-//!   whose hash they contain and stay on the parent's owner, and the leader places them anew when
-//!   `loadBalancerAutoUnloadSplitBundlesEnabled` says so, as in a cluster.
+//!   whose hash they contain. The parent's owner serves the children `moveSeconds` after the split (its host
+//!   loads them); the leader places them anew when `loadBalancerAutoUnloadSplitBundlesEnabled` says so, and
+//!   they move from the owner once it loaded them, as in a cluster.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
@@ -71,7 +77,7 @@ mod traffic;
 
 use std::collections::VecDeque;
 
-use super::metrics::{Metrics, MoveRecord, Recorder, ReportRecord};
+use super::metrics::{Metrics, MoveRecord, RecordWrite, Recorder, ReportRecord, SplitRecord};
 use super::world::{Spike, World};
 use crate::bundle::{BundleRange, NamespaceBundles};
 use crate::config::{PlacementKind, Settings, ShedderKind};
@@ -146,6 +152,15 @@ pub struct RunResult {
     /// With [`RunOptions::trace`]: every report written, in order (not serialised).
     #[serde(skip)]
     pub reports: Vec<ReportRecord>,
+    /// With [`RunOptions::trace`]: every assignment record the leaders wrote, in order (not serialised).
+    #[serde(skip)]
+    pub records: Vec<RecordWrite>,
+    /// With [`RunOptions::trace`]: every split, in order (not serialised).
+    #[serde(skip)]
+    pub splits: Vec<SplitRecord>,
+    /// Who holds each bundle's ownership node at the end: bundle → broker id (not serialised).
+    #[serde(skip)]
+    pub owners: BTreeMap<String, String>,
 }
 
 /// The settings of a run: `broker.conf` text of the scenario, then of `--config` (its keys win), then the
@@ -237,9 +252,13 @@ struct Broker {
     acc: (SystemResourceUsage, u32),
     phase_ms: i64,
     spikes: Vec<Spike>,
-    /// Extensible reporting: the bundle set changed since the last write (a bundle was unloaded, split or
-    /// assigned here).
+    /// Extensible reporting: the bundle set seen at a check differed from the one seen at the check before, since
+    /// the last write (a bundle was unloaded, split or assigned here).
     owners_changed: bool,
+    /// A fingerprint of `bundles` (the XOR of [`set_key`] of its members), kept by `own` and `unown`.
+    set_hash: u64,
+    /// `set_hash` at the last check (or the registration).
+    checked_hash: u64,
     /// Extensible reporting: when this broker last lost a bundle (ms); it writes at its first check at least
     /// `loadBalanceSheddingDelayInSeconds` later unless it wrote since then.
     last_loss: Option<i64>,
@@ -349,7 +368,20 @@ struct Sim<'w> {
     trace: Option<Vec<String>>,
     /// With a trace: every report written.
     reports: Vec<ReportRecord>,
+    /// With a trace: every assignment record written.
+    records: Vec<RecordWrite>,
+    /// With a trace: every split.
+    splits: Vec<SplitRecord>,
     now: i64,
+}
+
+/// A bundle's key in a broker's [`Broker::set_hash`] (splitmix64 of its index: distinct sets collide with
+/// probability 2⁻⁶⁴).
+fn set_key(bi: usize) -> u64 {
+    let mut z = (bi as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// A period in whole ms (the simulator's time unit).
@@ -419,6 +451,8 @@ impl<'w> Sim<'w> {
                     .copied()
                     .collect(),
                 owners_changed: false,
+                set_hash: 0,
+                checked_hash: 0,
                 last_loss: None,
             })
             .collect();
@@ -464,6 +498,8 @@ impl<'w> Sim<'w> {
             chart_ms: options.chart_interval_ms.max(SAMPLE_MS),
             trace: options.trace.then(Vec::new),
             reports: Vec::new(),
+            records: Vec::new(),
+            splits: Vec::new(),
             now: 0,
         }
     }
@@ -489,8 +525,9 @@ impl<'w> Sim<'w> {
         let b = &mut self.bundles[bi];
         b.owner = Owner::On(broker);
         let br = &mut self.brokers[broker];
-        br.owners_changed = true;
-        br.bundles.insert(bi);
+        if br.bundles.insert(bi) {
+            br.set_hash ^= set_key(bi);
+        }
         br.ns_rates[b.ns].add_scaled(&b.rates, 1.0);
         br.ns_count[b.ns] += 1;
         br.total.add_scaled(&b.rates, 1.0);
@@ -500,9 +537,10 @@ impl<'w> Sim<'w> {
         if let Owner::On(o) = self.bundles[bi].owner {
             let b = &self.bundles[bi];
             let br = &mut self.brokers[o];
-            br.owners_changed = true;
             br.last_loss = Some(self.now);
-            br.bundles.remove(&bi);
+            if br.bundles.remove(&bi) {
+                br.set_hash ^= set_key(bi);
+            }
             br.ns_rates[b.ns].add_scaled(&b.rates, -1.0);
             br.ns_count[b.ns] -= 1;
             if br.ns_count[b.ns] == 0 {
@@ -530,8 +568,9 @@ impl<'w> Sim<'w> {
         self.log(t, format!("unload {bundle} not carried out: {why}"));
     }
 
-    /// The destination's host finished loading the bundle: it serves it from now on.
-    fn move_done(&mut self, bi: usize, mid: usize) {
+    /// The destination's host finished loading the bundle: it serves it from now on (and lets it go at once
+    /// when a record named another broker meanwhile, [`Sim::loaded`]).
+    fn move_done(&mut self, t: i64, bi: usize, mid: usize) {
         if self.bundles[bi].owner != Owner::Moving(mid) {
             return;
         }
@@ -539,6 +578,7 @@ impl<'w> Sim<'w> {
         let d = self.moves_dest[mid];
         if self.brokers[d].up && self.bundles[bi].node == Some(d) {
             self.own(bi, d);
+            self.loaded(t, bi, d);
         }
     }
 
@@ -579,7 +619,7 @@ impl<'w> Sim<'w> {
                     }
                 }
                 Ev::Elect => self.elect(t),
-                Ev::MoveDone(bi, mid) => self.move_done(bi, mid),
+                Ev::MoveDone(bi, mid) => self.move_done(t, bi, mid),
                 Ev::RampStep(r, k) => self.ramp_step(r, k, t),
                 Ev::Check(b, e) => {
                     if self.brokers[b].up && self.brokers[b].epoch == e {
@@ -620,12 +660,21 @@ impl<'w> Sim<'w> {
             .iter()
             .map(|m| m.at_ms as f64 / 60_000.0)
             .collect();
+        let owners = self
+            .bundles
+            .iter()
+            .filter(|b| b.live)
+            .filter_map(|b| Some((b.name.clone(), self.world.brokers[b.node?].id.clone())))
+            .collect();
         Outcome {
             metrics,
             series: self.series,
             moves: self.recorder.moves,
             trace: self.trace.unwrap_or_default(),
             reports: self.reports,
+            records: self.records,
+            splits: self.splits,
+            owners,
         }
     }
 }
@@ -637,6 +686,9 @@ struct Outcome {
     moves: Vec<MoveRecord>,
     trace: Vec<String>,
     reports: Vec<ReportRecord>,
+    records: Vec<RecordWrite>,
+    splits: Vec<SplitRecord>,
+    owners: BTreeMap<String, String>,
 }
 
 /// Runs one world with one strategy pair; `progress` (if given) receives the simulated ms reached.
@@ -649,6 +701,9 @@ pub fn run(world: &World, options: &RunOptions, progress: Option<&AtomicI64>) ->
         moves,
         trace,
         reports,
+        records,
+        splits,
+        owners,
     } = sim.run(progress);
     let wall = started.elapsed().as_secs_f64();
     let interval = ms(options.settings.shedding_interval()) as f64;
@@ -676,5 +731,8 @@ pub fn run(world: &World, options: &RunOptions, progress: Option<&AtomicI64>) ->
         moves,
         trace,
         reports,
+        records,
+        splits,
+        owners,
     }
 }
