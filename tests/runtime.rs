@@ -710,6 +710,61 @@ async fn manual_operations_splits_and_the_shedding_switch() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_persistent_copy_of_a_report_is_no_broker() {
+    // A registration counts only while it is an ephemeral of a live session: a persistent copy of a real
+    // broker's report (left behind by a tool, or written by hand) is skipped and counted, and never chosen.
+    let name = store_name();
+    let s = settings();
+    let (nodes, store) = cluster(&name, &s, &profile(0), 4).await;
+    let leader = nodes.iter().find(|n| n.agent().is_leader()).unwrap();
+    let real = store
+        .get(&paths::broker(&nodes[0].id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(real.stat.ephemeral);
+    store
+        .put(
+            &paths::broker("ghost:9"),
+            &real.value,
+            None,
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    eventually("the ghost counted", Duration::from_secs(5), || async {
+        leader
+            .agent()
+            .metrics()
+            .malformed_reports
+            .load(Ordering::Relaxed)
+            >= 1
+    })
+    .await;
+    for k in 0..16 {
+        let found = nodes[1]
+            .agent()
+            .lookup(
+                &format!("persistent://public/demo/g-{k}"),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+        assert!(nodes.iter().any(|n| n.id == found.broker), "{found:?}");
+    }
+    admin::unload(&store, NS, None, None, "test", Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(owners(&store)
+        .await
+        .values()
+        .all(|o| nodes.iter().any(|n| n.id == *o)));
+    for mut n in nodes {
+        n.agent.take().unwrap().shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn malformed_reports_are_counted_and_skipped() {
     let name = store_name();
     let s = settings();

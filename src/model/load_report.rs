@@ -117,9 +117,85 @@ pub fn parse_report(bytes: &[u8]) -> Result<LocalBrokerData, String> {
     serde_json::from_value(value).map_err(|e| format!("not a LocalBrokerData: {e}"))
 }
 
+/// The largest registration node read as a report, in bytes. A modular report lists every bundle's stats (a few
+/// hundred bytes each), so this admits several thousand bundles per broker; ZooKeeper's own node limit
+/// (`jute.maxbuffer`) is 1 MiB too.
+pub const MAX_REPORT_BYTES: usize = 1024 * 1024;
+
+/// How many times its limit a resource's usage may be before the report counts as impossible (CPU above 100 %
+/// happens when a broker runs more threads than its cores; ten times the limit does not).
+pub const MAX_USAGE_OVER_LIMIT: f64 = 10.0;
+
+/// Checks a report's figures: no negative usage or limit, no usage beyond [`MAX_USAGE_OVER_LIMIT`] × a known
+/// limit; `Err` names the resource and the numbers.
+pub fn check_report(r: &LocalBrokerData) -> Result<(), String> {
+    for (name, u) in [
+        ("cpu", &r.cpu),
+        ("memory", &r.memory),
+        ("directMemory", &r.direct_memory),
+        ("bandwidthIn", &r.bandwidth_in),
+        ("bandwidthOut", &r.bandwidth_out),
+    ] {
+        if u.usage < 0.0 || u.limit < 0.0 {
+            return Err(format!(
+                "impossible {name}: usage {} and limit {} must not be negative",
+                u.usage, u.limit
+            ));
+        }
+        if u.limit > 0.0 && u.usage > MAX_USAGE_OVER_LIMIT * u.limit {
+            return Err(format!(
+                "impossible {name}: usage {} is more than {MAX_USAGE_OVER_LIMIT} times its limit {}",
+                u.usage, u.limit
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Reads a registration node (`/loadbalance/brokers/<id>`) as a live broker's report: an ephemeral node (a
+/// persistent copy of a report is no broker: nothing removes it when a broker dies) of at most
+/// [`MAX_REPORT_BYTES`] holding a modular report with possible figures. `Err` says why it is not one.
+pub fn read_registration(bytes: &[u8], ephemeral: bool) -> Result<LocalBrokerData, String> {
+    if !ephemeral {
+        return Err("not an ephemeral node, so not a live broker's registration".into());
+    }
+    if bytes.len() > MAX_REPORT_BYTES {
+        return Err(format!(
+            "{} bytes, more than the {MAX_REPORT_BYTES}-byte limit of a report",
+            bytes.len()
+        ));
+    }
+    let report = parse_report(bytes)?;
+    check_report(&report)?;
+    Ok(report)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn registrations_must_be_live_small_and_possible() {
+        let ok = br#"{"webServiceUrl":"http://b:8080","cpu":{"usage":150.0,"limit":100.0}}"#;
+        assert!(read_registration(ok, true).is_ok());
+        assert!(read_registration(ok, false)
+            .unwrap_err()
+            .contains("not an ephemeral node"));
+        let big = vec![b' '; MAX_REPORT_BYTES + 1];
+        assert!(read_registration(&big, true)
+            .unwrap_err()
+            .contains("1048576-byte limit"));
+        let negative = br#"{"cpu":{"usage":10.0,"limit":-4.0}}"#;
+        assert!(read_registration(negative, true)
+            .unwrap_err()
+            .contains("impossible cpu"));
+        let beyond = br#"{"memory":{"usage":50000.0,"limit":1000.0}}"#;
+        assert!(read_registration(beyond, true)
+            .unwrap_err()
+            .contains("impossible memory: usage 50000 is more than 10 times its limit 1000"));
+        let unknown_limit = br#"{"memory":{"usage":50000.0,"limit":0.0}}"#;
+        assert!(read_registration(unknown_limit, true).is_ok());
+    }
 
     #[test]
     fn reports_are_checked() {

@@ -37,7 +37,9 @@ impl Leader {
         }
         self.rebuild_policies();
         for (broker, report) in state.reports {
-            self.registered.insert(broker.clone());
+            if report.is_ok() {
+                self.registered.insert(broker.clone());
+            }
             self.apply(&broker, report);
         }
         self.strategies
@@ -97,13 +99,16 @@ impl Leader {
         }
     }
 
+    /// A registration node's content. Only a valid report makes a broker registered: a node whose content is
+    /// not a report (or not a live broker's, see [`super::Event::Report`]) is no broker, and placement never
+    /// names it. A registered broker whose node later holds something else keeps its last report.
     pub(super) fn on_report(
         &mut self,
         now: i64,
         broker: &str,
         report: Result<LocalBrokerData, String>,
     ) {
-        let joined = self.registered.insert(broker.to_owned());
+        let joined = report.is_ok() && self.registered.insert(broker.to_owned());
         if self.apply(broker, report) {
             self.log(Level::Info, format!("broker {broker} joined"));
             self.strategies

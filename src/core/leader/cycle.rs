@@ -76,11 +76,13 @@ impl Leader {
                 now,
                 &mut rng,
             );
-            for s in &plan.skipped {
-                self.log(
-                    Level::Debug,
-                    format!("shedding: {}: {}", s.subject, s.reason),
-                );
+            if self.wants(Level::Debug) {
+                for s in &plan.skipped {
+                    self.log(
+                        Level::Debug,
+                        format!("shedding: {}: {}", s.subject, s.reason),
+                    );
+                }
             }
             for u in plan.unloads {
                 let Some(dest) = u.destination.clone() else {
@@ -117,7 +119,7 @@ impl Leader {
                 );
             }
         }
-        self.reconcile_all(now);
+        self.reconcile_suspects(now);
         self.emit(Command::CollectRequests);
     }
 
@@ -133,8 +135,10 @@ impl Leader {
             &self.policies,
             &Default::default(),
         );
-        for s in &plan.skipped {
-            self.log(Level::Debug, format!("split: {}: {}", s.subject, s.reason));
+        if self.wants(Level::Debug) {
+            for s in &plan.skipped {
+                self.log(Level::Debug, format!("split: {}: {}", s.subject, s.reason));
+            }
         }
         for d in plan.splits {
             if self.move_blocker(&d.bundle, &d.broker).is_some() {
@@ -306,8 +310,11 @@ impl Leader {
         self.namespaces.insert(ns.clone(), after);
         self.rebuild_policies();
         self.records.remove(&bundle);
+        self.note_suspect(&bundle);
         for r in child_records {
-            self.records.insert(r.bundle.clone(), (r, 0));
+            let child = r.bundle.clone();
+            self.records.insert(child.clone(), (r, 0));
+            self.note_suspect(&child);
         }
         self.pending.insert(
             ticket,
@@ -378,10 +385,12 @@ impl Leader {
                 self.rebuild_policies();
                 for c in &s.children {
                     self.records.remove(c);
+                    self.note_suspect(c);
                 }
                 if let Some(p) = s.parent_record {
                     self.records.insert(bundle.clone(), p);
                 }
+                self.note_suspect(&bundle);
                 let why = match failure {
                     Outcome::Conflict => {
                         self.emit(Command::Reread(Reread::Namespace(s.namespace.clone())));

@@ -147,7 +147,9 @@ pub enum Outcome {
 pub enum Event {
     /// The store as the new leader read it; the first event of a term.
     Loaded(Box<LoadedState>),
-    /// A registration node was created or changed: the broker's report, or why it is not one.
+    /// A registration node was created or changed: the broker's report, or why it is not one (not JSON, not a
+    /// modular report, too large, impossible values, or not an ephemeral node of a live session: a persistent copy
+    /// of a report is no broker).
     Report {
         /// Broker id.
         broker: String,
@@ -318,6 +320,16 @@ pub enum Command {
     WriteStatus(LeaderStatus),
     /// Read a node again and report what it holds (after a conflict).
     Reread(Reread),
+    /// Delete the ownership node of `bundle` if it still names `owner`: it names a broker that is not
+    /// registered, and nothing else would ever remove it.
+    DeleteOwnership {
+        /// Full bundle name.
+        bundle: String,
+        /// The broker the node names.
+        owner: String,
+        /// Why, for the log.
+        why: String,
+    },
     /// Remove answered and abandoned request nodes (runs with every shedding tick).
     CollectRequests,
     /// Deliver [`Tick::SplitCheck`] at `at` (epoch ms); a later wake replaces nothing, each is delivered once.

@@ -138,6 +138,10 @@ pub struct Leader {
     unsettled: Vec<Unsettled>,
     /// Subjects already warned about (a move that does not finish, a bundle that cannot be placed).
     warned: BTreeSet<String>,
+    /// Bundles whose ownership node names a broker that is not registered: bundle → (that broker, since when).
+    ghost_owners: BTreeMap<String, (String, i64)>,
+    /// Bundles with a record or an owner that were not settled when last reconciled.
+    suspects: BTreeSet<String>,
     flushed: HashMap<FlushedNode, Vec<u8>>,
     stored_bundle_data: BTreeSet<String>,
     stored_time_averages: BTreeSet<String>,
@@ -148,6 +152,8 @@ pub struct Leader {
     pending: BTreeMap<Ticket, Pending>,
     groups: BTreeMap<u64, requests::Group>,
     split_due: Option<i64>,
+    /// The quietest [`Command::Log`] level emitted; `None`: none at all.
+    log_level: Option<Level>,
     out: Vec<Command>,
 }
 
@@ -171,6 +177,8 @@ impl Leader {
             owners: BTreeMap::new(),
             unsettled: Vec::new(),
             warned: BTreeSet::new(),
+            ghost_owners: BTreeMap::new(),
+            suspects: BTreeSet::new(),
             flushed: HashMap::new(),
             stored_bundle_data: BTreeSet::new(),
             stored_time_averages: BTreeSet::new(),
@@ -186,6 +194,7 @@ impl Leader {
             pending: BTreeMap::new(),
             groups: BTreeMap::new(),
             split_due: None,
+            log_level: Some(Level::Debug),
             out: Vec::new(),
         }
     }
@@ -294,8 +303,20 @@ impl Leader {
         self.out.push(c);
     }
 
+    /// Which [`Command::Log`] lines to emit: those at `level` and louder (`None`: none). Decisions are the same
+    /// at every level; a quiet leader only spares formatting the lines (the simulator without `--trace`).
+    pub fn set_log_level(&mut self, level: Option<Level>) {
+        self.log_level = level;
+    }
+
+    fn wants(&self, level: Level) -> bool {
+        self.log_level.is_some_and(|l| level >= l)
+    }
+
     fn log(&mut self, level: Level, message: impl Into<String>) {
-        self.out.push(Command::log(level, message));
+        if self.wants(level) {
+            self.out.push(Command::log(level, message));
+        }
     }
 
     /// The random stream of the next placement (lookup, reassignment, a destination for an unload or a split

@@ -33,21 +33,77 @@ pub(super) struct RecordWrite {
 }
 
 impl Leader {
+    /// Reconciles every bundle with a record or an ownership node (at load, and when a broker joins: records
+    /// waiting for one can now be placed).
     pub(super) fn reconcile_all(&mut self, now: i64) {
-        let mut bundles: std::collections::BTreeSet<String> =
-            self.records.keys().cloned().collect();
-        bundles.extend(self.owners.keys().cloned());
+        let mut bundles: Vec<String> = self
+            .records
+            .keys()
+            .filter(|b| !self.is_settled(b))
+            .cloned()
+            .collect();
+        bundles.extend(
+            self.owners
+                .keys()
+                .filter(|b| !self.records.contains_key(*b))
+                .cloned(),
+        );
+        bundles.sort();
         for b in bundles {
             self.reconcile(now, &b);
         }
     }
 
-    /// Brings one bundle's record in line with the facts (see the module docs of [`super`]).
+    /// Reconciles the bundles last found not settled (retries: moves that do not finish, bundles that could not
+    /// be placed, ownership nodes naming no broker). A settled bundle changes only through an event, which
+    /// reconciles it, so a tick costs O(unsettled bundles), not O(bundles).
+    pub(super) fn reconcile_suspects(&mut self, now: i64) {
+        let bundles: Vec<String> = self.suspects.iter().cloned().collect();
+        for b in bundles {
+            self.reconcile(now, &b);
+        }
+    }
+
+    /// Whether a bundle's record names a registered broker that holds it, with nothing pending or suspicious:
+    /// [`Leader::reconcile`] would do nothing.
+    fn is_settled(&self, bundle: &str) -> bool {
+        let Some((rec, _)) = self.records.get(bundle) else {
+            return false;
+        };
+        rec.state == AssignmentState::Assigned
+            && self.owners.get(bundle).is_some_and(|o| {
+                !o.disabled && o.broker == rec.destination && self.registered.contains(&o.broker)
+            })
+            && !self.ghost_owners.contains_key(bundle)
+    }
+
+    /// Brings one bundle's record in line with the facts (see the module docs of [`super`]), and notes whether
+    /// it needs another look at the next tick.
     pub(super) fn reconcile(&mut self, now: i64, bundle: &str) {
+        self.reconcile_one(now, bundle);
+        self.note_suspect(bundle);
+    }
+
+    /// Keeps [`Leader::reconcile_suspects`]' set: a bundle with a record or an owner that is not settled.
+    pub(super) fn note_suspect(&mut self, bundle: &str) {
+        let known = self.records.contains_key(bundle) || self.owners.contains_key(bundle);
+        if known && !self.is_settled(bundle) {
+            if !self.suspects.contains(bundle) {
+                self.suspects.insert(bundle.to_owned());
+            }
+        } else {
+            self.suspects.remove(bundle);
+        }
+    }
+
+    fn reconcile_one(&mut self, now: i64, bundle: &str) {
         if self.write_pending(bundle) {
             return;
         }
         let owner = self.owners.get(bundle).cloned();
+        if let Some(o) = &owner {
+            self.check_owner_is_a_broker(now, bundle, o);
+        }
         let Some((rec, _)) = self.records.get(bundle).cloned() else {
             if let Some(o) = owner {
                 if !o.disabled && self.registered.contains(&o.broker) && self.bundle_exists(bundle)
@@ -70,7 +126,7 @@ impl Leader {
             }
             return;
         };
-        if !self.bundle_exists(bundle) && owner.is_none() {
+        if owner.is_none() && !self.bundle_exists(bundle) {
             // A split parent left behind (or a namespace that went away).
             return;
         }
@@ -106,8 +162,35 @@ impl Leader {
         if rec.state == AssignmentState::Assigning {
             let age = now - rec.created_ms;
             let limit = self.settings.namespace_bundle_unloading_timeout_ms;
-            if age > limit && self.warned.insert(format!("{bundle}@{}", rec.created_ms)) {
-                let holder = owner.as_ref().map_or("-", |o| o.broker.as_str()).to_owned();
+            let holder = owner.as_ref().map_or("-", |o| o.broker.as_str()).to_owned();
+            if age > limit && holder == "-" {
+                // Nobody holds it and the destination did not take it in time: another destination.
+                let why = format!(
+                    "destination {} did not take it within namespaceBundleUnloadingTimeoutMs ({limit} ms)",
+                    rec.destination
+                );
+                match self.choose_other(now, bundle, &rec.destination) {
+                    Ok((dest, reason)) if self.registered.contains(&dest) => {
+                        let reason = format!("{why}; {reason}");
+                        self.start_move(
+                            now,
+                            bundle,
+                            &dest,
+                            AssignmentCause::Replaced,
+                            reason,
+                            None,
+                        );
+                    }
+                    _ => {
+                        if self.warned.insert(format!("{bundle}@{}", rec.created_ms)) {
+                            self.log(
+                                Level::Warn,
+                                format!("{bundle}: {why}, and no other broker can take it"),
+                            );
+                        }
+                    }
+                }
+            } else if age > limit && self.warned.insert(format!("{bundle}@{}", rec.created_ms)) {
                 self.log(
                     Level::Warn,
                     format!(
@@ -116,6 +199,43 @@ impl Leader {
                     ),
                 );
             }
+        }
+    }
+
+    /// An ownership node naming a broker that is not registered is no owner: after the session timeout (the
+    /// longest a real owner's registration can be missing while its session lives), the leader asks for the node
+    /// to be deleted so the bundle can be placed.
+    fn check_owner_is_a_broker(&mut self, now: i64, bundle: &str, o: &super::OwnerSeen) {
+        if self.registered.contains(&o.broker) {
+            self.ghost_owners.remove(bundle);
+            return;
+        }
+        let seen = self
+            .ghost_owners
+            .entry(bundle.to_owned())
+            .or_insert((o.broker.clone(), now));
+        if seen.0 != o.broker {
+            *seen = (o.broker.clone(), now);
+        }
+        let since = seen.1;
+        let grace = self.settings.metadata_store_session_timeout_millis.max(0);
+        if now - since >= grace {
+            let why = format!(
+                "its ownership node names {}, which has not been a registered broker for {} ms",
+                if o.broker.is_empty() {
+                    "no broker"
+                } else {
+                    o.broker.as_str()
+                },
+                now - since
+            );
+            self.log(Level::Warn, format!("{bundle}: {why}; deleting the node"));
+            self.emit(Command::DeleteOwnership {
+                bundle: bundle.to_owned(),
+                owner: o.broker.clone(),
+                why,
+            });
+            self.ghost_owners.remove(bundle);
         }
     }
 
@@ -144,9 +264,10 @@ impl Leader {
             expected_version,
         });
         self.records.insert(
-            bundle,
+            bundle.clone(),
             (record.clone(), expected_version.map_or(0, |v| v + 1)),
         );
+        self.note_suspect(&bundle);
         self.pending.insert(
             ticket,
             Pending::Record(Box::new(RecordWrite {
@@ -186,6 +307,7 @@ impl Leader {
                         self.records.remove(&bundle);
                     }
                 }
+                self.note_suspect(&bundle);
                 let why = match failure {
                     Outcome::Conflict => {
                         self.log(
@@ -239,11 +361,13 @@ impl Leader {
             }
             RecordKind::Adopted => format!("record written: {}", rec.reason),
         };
-        self.emit(Command::Log {
-            level: Level::Info,
-            message,
-            record: Some(Box::new(rec.clone())),
-        });
+        if self.wants(Level::Info) {
+            self.emit(Command::Log {
+                level: Level::Info,
+                message,
+                record: Some(Box::new(rec.clone())),
+            });
+        }
     }
 
     /// Starts a move of `bundle` to `destination`.

@@ -155,7 +155,7 @@ impl Leader {
             .expect("serialisable")
         };
         if let Some(o) = self.owners.get(bundle) {
-            if !o.disabled {
+            if !o.disabled && self.registered.contains(&o.broker) {
                 return Some(Ok((
                     format!("{bundle} is owned by {}", o.broker),
                     answer(&o.broker, true),

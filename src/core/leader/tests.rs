@@ -586,3 +586,127 @@ fn a_new_leader_starts_from_what_the_flush_wrote_and_rewrites_nothing_unchanged(
     // Data of bundles nobody reports any more is deleted only by a flush, never lost at the take-over.
     assert!(!next.has_pending_writes());
 }
+
+#[test]
+fn a_registration_that_is_not_a_live_broker_s_report_is_no_broker() {
+    let mut leader = Leader::new("b1:8080", Settings::default(), 1, 0);
+    let state = LoadedState {
+        namespaces: vec![namespace(vec![0, 0x8000_0000, 0xffff_ffff])],
+        reports: vec![
+            ("b1:8080".into(), Ok(report(&[], 90.0))),
+            (
+                "ghost:9".into(),
+                Err("not an ephemeral node, so not a live broker's registration".into()),
+            ),
+        ],
+        ..Default::default()
+    };
+    let out = drive(&mut leader, 0, Event::Loaded(Box::new(state)));
+    assert!(out.iter().any(|c| matches!(c, Command::Log { message, .. }
+        if message.contains("ghost:9") && message.contains("not an ephemeral node"))));
+    assert_eq!(leader.status().malformed_reports, 1);
+    // A later report of the ghost does not make it one either; the lookups all land on b1.
+    drive(
+        &mut leader,
+        1,
+        Event::Report {
+            broker: "ghost:9".into(),
+            report: Err("not an ephemeral node, so not a live broker's registration".into()),
+        },
+    );
+    for (i, range) in ["0x00000000_0x80000000", "0x80000000_0xffffffff"]
+        .iter()
+        .enumerate()
+    {
+        let bundle = format!("{NS}/{range}");
+        let out = drive(
+            &mut leader,
+            2,
+            Event::Request {
+                id: i as u64,
+                request: Request::Assign { bundle },
+            },
+        );
+        assert_eq!(moves(&out)[0].1, "b1:8080", "{out:?}");
+    }
+}
+
+#[test]
+fn an_ownership_node_naming_no_broker_is_not_believed_and_is_removed_after_the_session_timeout() {
+    let (mut leader, all) = hot_owner(ShedderKind::AvgShedder);
+    let bundle = all[12].clone();
+    drive(
+        &mut leader,
+        1_000,
+        Event::OwnerSeen {
+            bundle: bundle.clone(),
+            owner: OwnerSeen {
+                broker: "ghost:8080".into(),
+                disabled: false,
+            },
+        },
+    );
+    // A lookup does not answer the ghost: the bundle is placed on a broker.
+    let out = drive(
+        &mut leader,
+        1_001,
+        Event::Request {
+            id: 1,
+            request: Request::Assign {
+                bundle: bundle.clone(),
+            },
+        },
+    );
+    let a = answers(&out);
+    assert!(a[0].1.ok, "{a:?}");
+    assert_ne!(a[0].1.result["broker"], "ghost:8080");
+    // The node is deleted once it has named no broker for the session timeout (30 s).
+    let timeout = Settings::default().metadata_store_session_timeout_millis;
+    let early = drive(
+        &mut leader,
+        1_000 + timeout - 1,
+        Event::Tick(Tick::Shedding),
+    );
+    assert!(!early
+        .iter()
+        .any(|c| matches!(c, Command::DeleteOwnership { .. })));
+    let late = drive(&mut leader, 1_000 + timeout, Event::Tick(Tick::Shedding));
+    assert!(
+        late.iter().any(
+            |c| matches!(c, Command::DeleteOwnership { bundle: b, owner, .. }
+            if *b == bundle && owner == "ghost:8080")
+        ),
+        "{late:?}"
+    );
+}
+
+#[test]
+fn a_move_whose_destination_never_takes_the_bundle_gets_another_destination() {
+    let (mut leader, all) = hot_owner(ShedderKind::AvgShedder);
+    let bundle = all[14].clone();
+    let out = drive(
+        &mut leader,
+        1_000,
+        Event::Request {
+            id: 1,
+            request: Request::Assign {
+                bundle: bundle.clone(),
+            },
+        },
+    );
+    let first = moves(&out)[0].1.clone();
+    let limit = Settings::default().namespace_bundle_unloading_timeout_ms;
+    // Within the limit nothing changes; after it, a replacement move to another broker.
+    assert!(moves(&drive(
+        &mut leader,
+        1_000 + limit,
+        Event::Tick(Tick::Shedding)
+    ))
+    .is_empty());
+    let out = drive(&mut leader, 1_001 + limit, Event::Tick(Tick::Shedding));
+    let m = moves(&out);
+    assert_eq!(m.len(), 1, "{out:?}");
+    assert_eq!(m[0].0, bundle);
+    assert_ne!(m[0].1, first);
+    assert_eq!(m[0].2, AssignmentCause::Replaced);
+}

@@ -173,6 +173,10 @@ impl Executor {
             }
             Command::Reread(Reread::Record(bundle)) => self.record_event(&bundle).await,
             Command::Reread(Reread::Namespace(ns)) => self.namespace_event(&ns).await,
+            Command::DeleteOwnership { bundle, owner, why } => {
+                self.delete_ownership(&bundle, &owner, &why).await?;
+                Ok(None)
+            }
             Command::CollectRequests => {
                 self.collect_requests().await?;
                 Ok(None)
@@ -290,6 +294,36 @@ impl Executor {
         match self.election.fenced_batch(vec![op]).await {
             Ok(_) | Err(Error::BadVersion { .. }) => Ok(()),
             Err(e) => self.soft(e, &format!("answering {}", open.path)),
+        }
+    }
+
+    /// Deletes a bundle's ownership node (fenced, by version) if it still names `owner`.
+    async fn delete_ownership(&mut self, bundle: &str, owner: &str, why: &str) -> Step {
+        let path = paths::ownership(bundle);
+        let found = match self
+            .sh
+            .store
+            .get_json::<crate::model::NamespaceEphemeralData>(&path)
+            .await
+        {
+            Ok(Some(found)) => found,
+            Ok(None) => return Ok(()),
+            Err(e) => return self.soft(e, &format!("reading {path}")),
+        };
+        if super::load::owner_seen(&found.0).broker != owner {
+            return Ok(());
+        }
+        let op = Op::Delete {
+            path: path.clone(),
+            expected_version: Some(found.1.version),
+        };
+        match self.election.fenced_batch(vec![op]).await {
+            Ok(_) => {
+                tracing::warn!(leader = %self.sh.broker_id, bundle, owner, "deleted {path}: {why}");
+                Ok(())
+            }
+            Err(Error::NotFound { .. }) | Err(Error::BadVersion { .. }) => Ok(()),
+            Err(e) => self.soft(e, &format!("deleting {path}")),
         }
     }
 

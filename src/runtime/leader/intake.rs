@@ -2,7 +2,7 @@
 
 use crate::bundle::{BundleName, NamespaceName, TopicName};
 use crate::core::leader::{Event, Request};
-use crate::model::load_report::parse_report;
+use crate::model::load_report::read_registration;
 use crate::model::records::{AdminRequest, BundleAssignment, RequestOp};
 use crate::model::NamespaceEphemeralData;
 use crate::paths;
@@ -43,7 +43,8 @@ impl Executor {
                     return Ok(());
                 }
                 self.applied_reports.insert(id.to_owned(), written);
-                let report = parse_report(&found.value);
+                let report = read_registration(&found.value, found.stat.ephemeral)
+                    .map_err(|why| format!("{path}: {why}"));
                 if report.is_err() {
                     self.sh
                         .metrics

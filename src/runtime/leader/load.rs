@@ -5,7 +5,7 @@ use futures::stream::{self, StreamExt};
 
 use crate::core::leader::{ClusterPolicyData, LoadedState, OwnerSeen};
 use crate::core::ClusterPolicies;
-use crate::model::load_report::parse_report;
+use crate::model::load_report::read_registration;
 use crate::model::records::BundleAssignment;
 use crate::model::{BundleData, NamespaceEphemeralData, ResourceQuota};
 use crate::paths;
@@ -138,7 +138,14 @@ pub(super) async fn load_all(
                     id.clone(),
                     (found.stat.creation_revision, found.stat.version),
                 );
-                state.reports.push((id, parse_report(&found.value)));
+                let report = read_registration(&found.value, found.stat.ephemeral)
+                    .map_err(|why| format!("{path}: {why}"));
+                if report.is_err() {
+                    sh.metrics
+                        .malformed_reports
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                state.reports.push((id, report));
             }
             Ok(None) => {}
             Err(Error::Closed) => return Err(RuntimeError::Store(Error::Closed)),

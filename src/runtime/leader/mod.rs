@@ -128,7 +128,10 @@ async fn subscribe(sh: &AgentShared) -> Result<Streams, crate::store::Error> {
 
 impl Executor {
     fn new(sh: Arc<AgentShared>, election: Arc<LeaderElection>) -> Self {
-        let core = Core::new(&sh.broker_id, sh.settings(), sh.seed, sh.now_ms());
+        let mut core = Core::new(&sh.broker_id, sh.settings(), sh.seed, sh.now_ms());
+        if !tracing::enabled!(tracing::Level::DEBUG) {
+            core.set_log_level(Some(crate::core::leader::Level::Info));
+        }
         let (points_tx, points_rx) = mpsc::unbounded_channel();
         Executor {
             sh,

@@ -149,6 +149,14 @@ impl<'w> Sim<'w> {
             self.seed,
             self.world.start_ms + t,
         ));
+        if let Some(core) = self.leader.as_mut() {
+            // Log lines only feed the trace.
+            core.set_log_level(
+                self.trace
+                    .is_some()
+                    .then_some(crate::core::leader::Level::Debug),
+            );
+        }
         self.leader_idx = Some(b);
         self.log(t, format!("leader: {id} elected"));
         self.leader_epoch += 1;
@@ -289,6 +297,19 @@ impl<'w> Sim<'w> {
                         None => message,
                     };
                     self.log(t, line);
+                }
+                None
+            }
+            Command::DeleteOwnership { bundle, owner, .. } => {
+                // The simulator's nodes are held by its brokers; one that names a broker the leader does not
+                // know is let go as the store would delete it.
+                if let Some(&bi) = self.by_name.get(&bundle) {
+                    if self.bundles[bi]
+                        .node
+                        .is_some_and(|o| self.world.brokers[o].id == owner)
+                    {
+                        self.release(bi);
+                    }
                 }
                 None
             }
