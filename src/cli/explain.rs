@@ -100,18 +100,15 @@ fn live_snapshot(url: &str, settings: &mut Settings) -> Result<Snapshot, String>
         let store = crate::store::connect(url, options)
             .await
             .map_err(|e| format!("cannot open the store {url}: {e}"))?;
-        if let Ok(Some((map, _))) = store
-            .get_json::<std::collections::BTreeMap<String, String>>(
-                crate::paths::DYNAMIC_CONFIGURATION,
-            )
+        if let Ok(Some((node, _))) = store
+            .get_json::<serde_json::Value>(crate::paths::DYNAMIC_CONFIGURATION)
             .await
         {
-            for (k, v) in map {
-                if Settings::is_dynamic(&k) == Some(true) {
-                    if let Err(e) = settings.set_dynamic(&k, &v) {
-                        eprintln!("warning: {}: {e}", crate::paths::DYNAMIC_CONFIGURATION);
-                    }
-                }
+            let warnings = settings
+                .apply_dynamic_config(&node)
+                .unwrap_or_else(|e| vec![e]);
+            for w in warnings {
+                eprintln!("warning: {}: {w}", crate::paths::DYNAMIC_CONFIGURATION);
             }
         }
         let now = crate::runtime::Clock::new().now_ms();

@@ -7,6 +7,7 @@
 //! broker.conf carries many settings that are not about load balancing; a value of the wrong type or out of
 //! range is an error naming the file, line, key, value and what was expected.
 
+mod dynamic;
 mod periods;
 mod strategy;
 mod value;
