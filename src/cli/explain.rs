@@ -11,7 +11,7 @@ use crate::core::snapshot::Snapshot;
 /// Flags of `loadmgr explain`.
 #[derive(Debug, clap::Args)]
 pub struct ExplainArgs {
-    /// Load-data snapshot (JSON, schema metadata-schemas/LoadDataSnapshot.schema.json).
+    /// Load-data snapshot (JSON, schema metadata-schemas/LoadDataSnapshot.schema.json; at most 64 MiB).
     #[arg(long, required_unless_present = "store", conflicts_with = "store")]
     pub snapshot: Option<PathBuf>,
     /// Decide on the live data of this metadata store instead of a snapshot file (changes nothing).
@@ -27,7 +27,8 @@ pub struct ExplainArgs {
     /// broker.conf to read settings from (defaults: Pulsar 5.0).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Shedding cycles to run over the snapshot, one shedding interval apart (so hit counters can fire).
+    /// Shedding cycles to run over the snapshot, one shedding interval apart (so hit counters can fire); at
+    /// most 1000000.
     #[arg(long, default_value_t = 1)]
     pub cycles: u32,
     /// Seed of the random choices.
@@ -54,8 +55,7 @@ pub fn render(args: &ExplainArgs) -> Result<String, String> {
     };
     let snapshot = match (&args.snapshot, &args.store) {
         (Some(path), _) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let text = crate::model::input::read_file_to_string(path).map_err(|e| e.to_string())?;
             Snapshot::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?
         }
         (None, Some(url)) => live_snapshot(url, &mut settings)?,

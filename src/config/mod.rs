@@ -507,9 +507,9 @@ impl Settings {
     /// Reads a `broker.conf` file.
     pub fn load(path: &Path) -> Result<LoadedConfig, ConfigError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+        let text = crate::model::input::read_file_to_string(path).map_err(|e| ConfigError::Io {
             file: file.clone(),
-            message: e.to_string(),
+            message: e.reason,
         })?;
         Self::from_text(&text, &file)
     }
