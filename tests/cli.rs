@@ -299,6 +299,35 @@ fn config_check_prints_sorted_settings_and_reports_errors() {
 }
 
 #[test]
+fn config_check_reports_timeouts_and_intervals_that_cannot_work() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, message) in [
+        (
+            "metadataStoreSessionTimeoutMillis=-1\n",
+            "metadataStoreSessionTimeoutMillis must be > 0, got -1",
+        ),
+        (
+            "metadataStoreOperationTimeoutSeconds=-30\n",
+            "metadataStoreOperationTimeoutSeconds must be > 0, got -30",
+        ),
+        (
+            "loadmgrSheddingIntervalMillis=-500\n",
+            "loadmgrSheddingIntervalMillis must be >= 0 (0 = use loadBalancerSheddingIntervalMinutes), got -500",
+        ),
+    ] {
+        let file = dir.path().join("broker.conf");
+        std::fs::write(&file, text).unwrap();
+        let o = loadmgr(&["config", "check", file.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{text}");
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!("{}:1: {message}", file.display())),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn every_subcommand_has_help_with_an_example() {
     for args in [
         vec!["bundles", "boundaries", "--help"],

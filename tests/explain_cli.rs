@@ -73,3 +73,31 @@ fn bad_input_fails_with_a_message() {
     let out = explain(&["--snapshot", "examples/snapshot.json", "--strategy", "Nope"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown --strategy Nope"));
 }
+
+#[test]
+fn cycles_and_snapshot_size_are_bounded() {
+    let out = explain(&[
+        "--snapshot",
+        "examples/snapshot.json",
+        "--cycles",
+        "1000001",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--cycles 1000001 is above the limit of 1000000"),
+        "{err}"
+    );
+    #[cfg(unix)]
+    {
+        let out = explain(&["--snapshot", "/dev/zero"]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(
+                "cannot read /dev/zero: larger than the input limit of 64 MiB (67108864 bytes)"
+            ),
+            "{err}"
+        );
+    }
+}

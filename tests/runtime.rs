@@ -1370,3 +1370,64 @@ async fn a_request_name_used_again_is_answered_again() {
         n.agent.take().unwrap().shutdown().await.unwrap();
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn one_bad_dynamic_key_skips_only_that_key() {
+    let name = store_name();
+    let (store, _) = session(&name);
+    let put = |text: &'static str| {
+        let store = store.clone();
+        async move {
+            let version = store
+                .get(paths::DYNAMIC_CONFIGURATION)
+                .await
+                .unwrap()
+                .map_or(-1, |got| got.stat.version);
+            store
+                .put(
+                    paths::DYNAMIC_CONFIGURATION,
+                    text.as_bytes(),
+                    Some(version),
+                    loadmgr::store::CreateOptions::PERSISTENT,
+                )
+                .await
+                .unwrap();
+        }
+    };
+    // A number where Pulsar writes strings: that key is skipped, the valid key applies at start.
+    put(r#"{"loadBalancerSheddingEnabled": "false", "loadBalancerBrokerOverloadedThresholdPercentage": 70}"#)
+        .await;
+    let mut node = start(&name, 8080, &settings(), &profile(0)).await;
+    let s = node.agent().settings();
+    assert!(!s.load_balancer_shedding_enabled);
+    assert_eq!(s.load_balancer_broker_overloaded_threshold_percentage, 85);
+    // A change with a value that does not parse for its key: the others still apply.
+    put(r#"{"loadBalancerSheddingEnabled": "false", "maxUnloadPercentage": "7", "loadBalancerAvgShedderLowThreshold": "20"}"#)
+        .await;
+    eventually("the valid key applied", Duration::from_secs(5), || async {
+        node.agent()
+            .settings()
+            .load_balancer_avg_shedder_low_threshold
+            == 20
+    })
+    .await;
+    assert_eq!(node.agent().settings().max_unload_percentage, 0.5);
+    // The admin path rewrites one key and keeps the others, a skipped one included.
+    put(r#"{"loadBalancerSheddingEnabled": "false", "loadBalancerBrokerOverloadedThresholdPercentage": 70}"#)
+        .await;
+    let map = admin::set_dynamic_config(&store, "maxUnloadPercentage", "0.25")
+        .await
+        .unwrap();
+    assert_eq!(map["loadBalancerBrokerOverloadedThresholdPercentage"], 70);
+    eventually("the admin key applied", Duration::from_secs(5), || async {
+        node.agent().settings().max_unload_percentage == 0.25
+    })
+    .await;
+    // A node that is not a JSON object keeps the current settings.
+    put(r#"["loadBalancerSheddingEnabled", "true"]"#).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let s = node.agent().settings();
+    assert!(!s.load_balancer_shedding_enabled);
+    assert_eq!(s.max_unload_percentage, 0.25);
+    node.agent.take().unwrap().shutdown().await.unwrap();
+}

@@ -620,3 +620,42 @@ fn command_line_json_and_errors() {
         "{row}"
     );
 }
+
+#[test]
+fn minutes_scenario_sizes_and_file_sizes_are_bounded() {
+    let out = simulate(&["skewed-start", "--minutes", "525601"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--minutes 525601 is above the limit of 525600 minutes (365 days)"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("huge.json");
+    std::fs::write(
+        &file,
+        r#"{"name":"huge","durationMinutes":10,"brokers":[{"count":100001}],"namespaces":[]}"#,
+    )
+    .unwrap();
+    let out = simulate(&[file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("brokers (the sum of brokers[].count) is 100001, above the limit of 100000"),
+        "{err}"
+    );
+    #[cfg(unix)]
+    for args in [
+        vec!["/dev/zero"],
+        vec!["--from-snapshot", "/dev/zero"],
+        vec!["skewed-start", "--config", "/dev/zero"],
+    ] {
+        let out = simulate(&args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("/dev/zero") && err.contains("larger than the input limit of 64 MiB"),
+            "{args:?}: {err}"
+        );
+    }
+}

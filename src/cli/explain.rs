@@ -11,7 +11,7 @@ use crate::core::snapshot::Snapshot;
 /// Flags of `loadmgr explain`.
 #[derive(Debug, clap::Args)]
 pub struct ExplainArgs {
-    /// Load-data snapshot (JSON, schema metadata-schemas/LoadDataSnapshot.schema.json).
+    /// Load-data snapshot (JSON, schema metadata-schemas/LoadDataSnapshot.schema.json; at most 64 MiB).
     #[arg(long, required_unless_present = "store", conflicts_with = "store")]
     pub snapshot: Option<PathBuf>,
     /// Decide on the live data of this metadata store instead of a snapshot file (changes nothing).
@@ -27,7 +27,8 @@ pub struct ExplainArgs {
     /// broker.conf to read settings from (defaults: Pulsar 5.0).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Shedding cycles to run over the snapshot, one shedding interval apart (so hit counters can fire).
+    /// Shedding cycles to run over the snapshot, one shedding interval apart (so hit counters can fire); at
+    /// most 1000000.
     #[arg(long, default_value_t = 1)]
     pub cycles: u32,
     /// Seed of the random choices.
@@ -54,8 +55,7 @@ pub fn render(args: &ExplainArgs) -> Result<String, String> {
     };
     let snapshot = match (&args.snapshot, &args.store) {
         (Some(path), _) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let text = crate::model::input::read_file_to_string(path).map_err(|e| e.to_string())?;
             Snapshot::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?
         }
         (None, Some(url)) => live_snapshot(url, &mut settings)?,
@@ -100,18 +100,15 @@ fn live_snapshot(url: &str, settings: &mut Settings) -> Result<Snapshot, String>
         let store = crate::store::connect(url, options)
             .await
             .map_err(|e| format!("cannot open the store {url}: {e}"))?;
-        if let Ok(Some((map, _))) = store
-            .get_json::<std::collections::BTreeMap<String, String>>(
-                crate::paths::DYNAMIC_CONFIGURATION,
-            )
+        if let Ok(Some((node, _))) = store
+            .get_json::<serde_json::Value>(crate::paths::DYNAMIC_CONFIGURATION)
             .await
         {
-            for (k, v) in map {
-                if Settings::is_dynamic(&k) == Some(true) {
-                    if let Err(e) = settings.set_dynamic(&k, &v) {
-                        eprintln!("warning: {}: {e}", crate::paths::DYNAMIC_CONFIGURATION);
-                    }
-                }
+            let warnings = settings
+                .apply_dynamic_config(&node)
+                .unwrap_or_else(|e| vec![e]);
+            for w in warnings {
+                eprintln!("warning: {}: {w}", crate::paths::DYNAMIC_CONFIGURATION);
             }
         }
         let now = crate::runtime::Clock::new().now_ms();

@@ -136,15 +136,13 @@ pub(crate) fn block_on<F: std::future::Future<Output = CliResult>>(future: F) ->
 }
 
 /// Reads a file, or standard input for `-`; errors name the file.
+/// At most [`crate::model::input::MAX_INPUT_BYTES`] are read.
 pub(crate) fn read_input(path: &str) -> Result<Vec<u8>, CliError> {
-    use std::io::Read;
+    use crate::model::input;
     if path == "-" {
-        let mut buf = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut buf)
-            .map_err(|e| CliError::new(format!("cannot read standard input: {e}")))?;
-        Ok(buf)
+        input::read_limited(std::io::stdin(), "standard input", input::MAX_INPUT_BYTES)
     } else {
-        std::fs::read(path).map_err(|e| CliError::new(format!("cannot read {path}: {e}")))
+        input::read_file(std::path::Path::new(path))
     }
+    .map_err(|e| CliError::new(e.to_string()))
 }

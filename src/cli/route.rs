@@ -115,8 +115,8 @@ pub fn run_simulation(args: &SimulateArgs) -> Result<String, String> {
 /// The file cannot be read, is not JSON of the documented shape (the message has line and column), or
 /// describes an invalid simulation.
 pub fn load_spec(path: &Path) -> Result<SimSpec, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let text = crate::model::input::read_file_to_string(path)
+        .map_err(|e| format!("reading {}: {}", e.what, e.reason))?;
     let spec: SimSpec =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     spec.validate()

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use crate::config::ShedderKind;
 use crate::core::snapshot::Snapshot;
+use crate::model::input::read_file_to_string;
 use crate::runtime::synthetic::CostModel;
-use crate::sim::scenario::{default_suite, BUILT_IN};
+use crate::sim::scenario::{check_duration_minutes, default_suite, BUILT_IN};
 use crate::sim::{report, run_suite, Scenario, SuiteOptions, World};
 
 /// Flags of `loadmgr simulate`.
@@ -14,6 +15,8 @@ use crate::sim::{report, run_suite, Scenario, SuiteOptions, World};
 pub struct SimulateArgs {
     /// Scenarios to run: built-in names (skewed-start, rolling-restart, scale-out, scale-in, hot-bundle,
     /// transient-spike, heterogeneous, diurnal, large) or scenario files. Default: every built-in but `large`.
+    /// Limits: files of at most 64 MiB; at most 100000 brokers, 1000000 namespaces, 10000000 bundles,
+    /// 20000000 topics and 525600 minutes (365 days) per scenario.
     pub scenarios: Vec<String>,
     /// Shedding strategy to compare (repeatable; AvgShedder, ThresholdShedder, OverloadShedder,
     /// UniformLoadShedder, TransferShedder or a class name), each with its default placement. Default: all.
@@ -32,10 +35,11 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub json: bool,
     /// Also run a scenario that starts from a load-data snapshot of a live cluster (as `loadmgr explain`
-    /// reads); repeatable.
+    /// reads, at most 64 MiB); repeatable.
     #[arg(long = "from-snapshot")]
     pub from_snapshot: Vec<PathBuf>,
-    /// Simulated minutes (overrides every scenario's length; a snapshot runs 60 minutes by default).
+    /// Simulated minutes (overrides every scenario's length; a snapshot runs 60 minutes by default); at most
+    /// 525600 (365 days).
     #[arg(long)]
     pub minutes: Option<f64>,
     /// Worker threads (default: one per core).
@@ -76,9 +80,7 @@ pub fn render(args: &SimulateArgs) -> Result<String, String> {
             .collect::<Result<Vec<_>, _>>()?
     };
     if let Some(m) = args.minutes {
-        if !(m > 0.0 && m.is_finite()) {
-            return Err(format!("--minutes must be a positive number, got {m}"));
-        }
+        check_duration_minutes("--minutes", m)?;
     }
     let names: Vec<String> = if args.scenarios.is_empty() && args.from_snapshot.is_empty() {
         default_suite().into_iter().map(str::to_owned).collect()
@@ -95,8 +97,7 @@ pub fn render(args: &SimulateArgs) -> Result<String, String> {
         worlds.push(w);
     }
     for path in &args.from_snapshot {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let text = read_file_to_string(path).map_err(|e| e.to_string())?;
         let snap = Snapshot::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         let stem = path
             .file_stem()
@@ -113,7 +114,7 @@ pub fn render(args: &SimulateArgs) -> Result<String, String> {
     let config = match &args.config {
         Some(p) => Some((
             p.display().to_string(),
-            std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?,
+            read_file_to_string(p).map_err(|e| e.to_string())?,
         )),
         None => None,
     };

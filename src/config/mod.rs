@@ -7,6 +7,7 @@
 //! broker.conf carries many settings that are not about load balancing; a value of the wrong type or out of
 //! range is an error naming the file, line, key, value and what was expected.
 
+mod dynamic;
 mod periods;
 mod strategy;
 mod value;
@@ -255,21 +256,111 @@ settings! {
     /// Serve non-persistent topics.
     ("enableNonPersistentTopics", dynamic = false) enable_non_persistent_topics: bool = true;
     /// loadmgr runtime: shedding period in ms; when > 0 it replaces `loadBalancerSheddingIntervalMinutes`
-    /// (tests and demos; 0 = off).
+    /// (tests and demos; 0 = use the minute setting).
     ("loadmgrSheddingIntervalMillis", dynamic = false) loadmgr_shedding_interval_millis: i64 = 0;
     /// loadmgr runtime: flush period of bundle data and time averages in ms; when > 0 it replaces
-    /// `loadBalancerResourceQuotaUpdateIntervalMinutes` (0 = off).
+    /// `loadBalancerResourceQuotaUpdateIntervalMinutes` (0 = use the minute setting).
     ("loadmgrResourceQuotaUpdateIntervalMillis", dynamic = false) loadmgr_resource_quota_update_interval_millis: i64 = 0;
     /// loadmgr runtime: host CPU/NIC sampling period in ms; when > 0 it replaces
-    /// `loadBalancerHostUsageCheckIntervalMinutes` (0 = off).
+    /// `loadBalancerHostUsageCheckIntervalMinutes` (0 = use the minute setting).
     ("loadmgrHostUsageCheckIntervalMillis", dynamic = false) loadmgr_host_usage_check_interval_millis: i64 = 0;
     /// loadmgr runtime: forced report period in ms; when > 0 it replaces
-    /// `loadBalancerReportUpdateMaxIntervalMinutes` (0 = off).
+    /// `loadBalancerReportUpdateMaxIntervalMinutes` (0 = use the minute setting).
     ("loadmgrReportUpdateMaxIntervalMillis", dynamic = false) loadmgr_report_update_max_interval_millis: i64 = 0;
     /// loadmgr runtime: seed of the leader's random choices (placement among equal brokers); the same seed and
     /// the same inputs give the same decisions.
     ("loadmgrRandomSeed", dynamic = false) loadmgr_random_seed: i64 = 0;
 }
+
+/// The range a numeric key must be in to work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Range {
+    /// Above 0: periods, timeouts and TTLs, where 0 or less cannot work.
+    Positive,
+    /// 0 or more; the text says what 0 means for that key.
+    NonNegative(&'static str),
+}
+
+impl fmt::Display for Range {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Range::Positive => f.write_str("> 0"),
+            Range::NonNegative("") => f.write_str(">= 0"),
+            Range::NonNegative(zero) => write!(f, ">= 0 (0 = {zero})"),
+        }
+    }
+}
+
+/// The numeric keys with a range. Every period, timeout and TTL must be above 0, except where 0 has a
+/// documented meaning (no grace period, no cool-down, the minute setting instead of the `loadmgr*Millis`
+/// override). The deprecated `zooKeeper*` keys take any value: ≤ 0 means unset.
+const RANGE_RULES: &[(&str, Range)] = &[
+    ("loadBalancerReportUpdateMinIntervalMillis", Range::Positive),
+    (
+        "loadBalancerReportUpdateMaxIntervalMinutes",
+        Range::Positive,
+    ),
+    ("loadBalancerHostUsageCheckIntervalMinutes", Range::Positive),
+    ("loadBalancerSheddingIntervalMinutes", Range::Positive),
+    (
+        "loadBalancerResourceQuotaUpdateIntervalMinutes",
+        Range::Positive,
+    ),
+    ("loadBalancerSplitIntervalMinutes", Range::Positive),
+    ("loadBalancerBrokerLoadDataTTLInSeconds", Range::Positive),
+    ("namespaceBundleUnloadingTimeoutMs", Range::Positive),
+    ("metadataStoreSessionTimeoutMillis", Range::Positive),
+    ("metadataStoreOperationTimeoutSeconds", Range::Positive),
+    ("metadataStoreCacheExpirySeconds", Range::Positive),
+    ("defaultNumberOfNamespaceBundles", Range::Positive),
+    (
+        "loadBalancerSheddingGracePeriodMinutes",
+        Range::NonNegative("no grace period"),
+    ),
+    (
+        "loadBalanceSheddingDelayInSeconds",
+        Range::NonNegative("no cool-down"),
+    ),
+    (
+        "loadmgrSheddingIntervalMillis",
+        Range::NonNegative("use loadBalancerSheddingIntervalMinutes"),
+    ),
+    (
+        "loadmgrResourceQuotaUpdateIntervalMillis",
+        Range::NonNegative("use loadBalancerResourceQuotaUpdateIntervalMinutes"),
+    ),
+    (
+        "loadmgrHostUsageCheckIntervalMillis",
+        Range::NonNegative("use loadBalancerHostUsageCheckIntervalMinutes"),
+    ),
+    (
+        "loadmgrReportUpdateMaxIntervalMillis",
+        Range::NonNegative("use loadBalancerReportUpdateMaxIntervalMinutes"),
+    ),
+    ("loadBalancerCPUResourceWeight", Range::NonNegative("")),
+    ("loadBalancerMemoryResourceWeight", Range::NonNegative("")),
+    (
+        "loadBalancerDirectMemoryResourceWeight",
+        Range::NonNegative(""),
+    ),
+    (
+        "loadBalancerBandwidthInResourceWeight",
+        Range::NonNegative(""),
+    ),
+    (
+        "loadBalancerBandwidthOutResourceWeight",
+        Range::NonNegative(""),
+    ),
+    (
+        "loadBalancerBrokerOverloadedThresholdPercentage",
+        Range::NonNegative(""),
+    ),
+    ("loadBalancerAvgShedderLowThreshold", Range::NonNegative("")),
+    (
+        "loadBalancerAvgShedderHighThreshold",
+        Range::NonNegative(""),
+    ),
+];
 
 /// Where a setting came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -308,6 +399,18 @@ pub enum ConfigError {
         value: String,
         /// What the key takes.
         expected: String,
+    },
+    /// A number outside the range its key can work with (a period or timeout of 0 or less, say).
+    #[error("{origin}: {key} must be {rule}, got {value}")]
+    OutOfRange {
+        /// Where.
+        origin: Origin,
+        /// The key.
+        key: String,
+        /// The value as loadmgr read it.
+        value: String,
+        /// The rule it breaks (`> 0`, `>= 0 (0 = …)`).
+        rule: String,
     },
     /// A combination of settings Pulsar refuses.
     #[error("{origin}: {message}")]
@@ -404,9 +507,9 @@ impl Settings {
     /// Reads a `broker.conf` file.
     pub fn load(path: &Path) -> Result<LoadedConfig, ConfigError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+        let text = crate::model::input::read_file_to_string(path).map_err(|e| ConfigError::Io {
             file: file.clone(),
-            message: e.to_string(),
+            message: e.reason,
         })?;
         Self::from_text(&text, &file)
     }
@@ -531,78 +634,20 @@ impl Settings {
             value,
             expected: expected.to_owned(),
         };
-        let positive: [(&str, i64); 5] = [
-            (
-                "loadBalancerSheddingIntervalMinutes",
-                self.load_balancer_shedding_interval_minutes as i64,
-            ),
-            (
-                "loadBalancerResourceQuotaUpdateIntervalMinutes",
-                self.load_balancer_resource_quota_update_interval_minutes as i64,
-            ),
-            (
-                "loadBalancerHostUsageCheckIntervalMinutes",
-                self.load_balancer_host_usage_check_interval_minutes as i64,
-            ),
-            (
-                "loadBalancerReportUpdateMinIntervalMillis",
-                self.load_balancer_report_update_min_interval_millis as i64,
-            ),
-            (
-                "defaultNumberOfNamespaceBundles",
-                self.default_number_of_namespace_bundles as i64,
-            ),
-        ];
-        for (key, v) in positive {
-            if v <= 0 {
-                return Err(invalid(key, v.to_string(), "a number greater than 0"));
-            }
-        }
-        let non_negative: [(&str, f64); 9] = [
-            (
-                "loadBalancerSheddingGracePeriodMinutes",
-                self.load_balancer_shedding_grace_period_minutes as f64,
-            ),
-            (
-                "loadBalancerCPUResourceWeight",
-                self.load_balancer_cpu_resource_weight,
-            ),
-            (
-                "loadBalancerMemoryResourceWeight",
-                self.load_balancer_memory_resource_weight,
-            ),
-            (
-                "loadBalancerDirectMemoryResourceWeight",
-                self.load_balancer_direct_memory_resource_weight,
-            ),
-            (
-                "loadBalancerBandwidthInResourceWeight",
-                self.load_balancer_bandwidth_in_resource_weight,
-            ),
-            (
-                "loadBalancerBandwidthOutResourceWeight",
-                self.load_balancer_bandwidth_out_resource_weight,
-            ),
-            (
-                "loadBalancerBrokerOverloadedThresholdPercentage",
-                self.load_balancer_broker_overloaded_threshold_percentage as f64,
-            ),
-            (
-                "loadBalancerAvgShedderLowThreshold",
-                self.load_balancer_avg_shedder_low_threshold as f64,
-            ),
-            (
-                "loadBalancerAvgShedderHighThreshold",
-                self.load_balancer_avg_shedder_high_threshold as f64,
-            ),
-        ];
-        for (key, v) in non_negative {
-            if v < 0.0 {
-                return Err(invalid(
-                    key,
-                    self.get(key).unwrap_or_default(),
-                    "a number of at least 0",
-                ));
+        for (key, rule) in RANGE_RULES {
+            let value = self.get(key).unwrap_or_default();
+            let v: f64 = value.parse().unwrap_or(f64::NAN);
+            let ok = match rule {
+                Range::Positive => v > 0.0,
+                Range::NonNegative(_) => v >= 0.0,
+            };
+            if !ok {
+                return Err(ConfigError::OutOfRange {
+                    origin: origin_of(key),
+                    key: (*key).to_owned(),
+                    value,
+                    rule: rule.to_string(),
+                });
             }
         }
         let fractions: [(&str, f64, bool); 2] = [
@@ -845,7 +890,116 @@ mod tests {
         let err = load("loadBalancerSheddingIntervalMinutes=0\n")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("greater than 0"), "{err}");
+        assert_eq!(
+            err,
+            "broker.conf:1: loadBalancerSheddingIntervalMinutes must be > 0, got 0"
+        );
+    }
+
+    fn range_error(text: &str) -> String {
+        load(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn session_timeout_must_be_positive() {
+        assert_eq!(
+            range_error("metadataStoreSessionTimeoutMillis=-1\n"),
+            "broker.conf:1: metadataStoreSessionTimeoutMillis must be > 0, got -1"
+        );
+        assert_eq!(
+            range_error("metadataStoreSessionTimeoutMillis=0\n"),
+            "broker.conf:1: metadataStoreSessionTimeoutMillis must be > 0, got 0"
+        );
+        // The deprecated key keeps its meaning: ≤ 0 is unset, > 0 overrides.
+        let s = load("zooKeeperSessionTimeoutMillis=0\n").unwrap().settings;
+        assert_eq!(s.metadata_store_session_timeout_millis, 30000);
+    }
+
+    #[test]
+    fn operation_timeout_and_cache_expiry_must_be_positive() {
+        assert_eq!(
+            range_error("\nmetadataStoreOperationTimeoutSeconds=-5\n"),
+            "broker.conf:2: metadataStoreOperationTimeoutSeconds must be > 0, got -5"
+        );
+        assert!(range_error("metadataStoreCacheExpirySeconds=0\n")
+            .contains("metadataStoreCacheExpirySeconds must be > 0, got 0"));
+        assert!(load("zooKeeperOperationTimeoutSeconds=-1\n").is_ok());
+    }
+
+    #[test]
+    fn every_period_and_ttl_must_be_positive() {
+        for key in [
+            "loadBalancerReportUpdateMinIntervalMillis",
+            "loadBalancerReportUpdateMaxIntervalMinutes",
+            "loadBalancerHostUsageCheckIntervalMinutes",
+            "loadBalancerSheddingIntervalMinutes",
+            "loadBalancerResourceQuotaUpdateIntervalMinutes",
+            "loadBalancerSplitIntervalMinutes",
+            "loadBalancerBrokerLoadDataTTLInSeconds",
+            "namespaceBundleUnloadingTimeoutMs",
+        ] {
+            for value in ["0", "-3"] {
+                assert_eq!(
+                    range_error(&format!("{key}={value}\n")),
+                    format!("broker.conf:1: {key} must be > 0, got {value}")
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn millisecond_overrides_take_0_for_the_minute_setting_but_not_negatives() {
+        let s = load("loadmgrSheddingIntervalMillis=0\n").unwrap().settings;
+        assert_eq!(s.shedding_interval(), std::time::Duration::from_secs(60));
+        assert_eq!(
+            range_error("loadmgrSheddingIntervalMillis=-1\n"),
+            "broker.conf:1: loadmgrSheddingIntervalMillis must be >= 0 (0 = use loadBalancerSheddingIntervalMinutes), got -1"
+        );
+        for key in [
+            "loadmgrResourceQuotaUpdateIntervalMillis",
+            "loadmgrHostUsageCheckIntervalMillis",
+            "loadmgrReportUpdateMaxIntervalMillis",
+        ] {
+            assert!(load(&format!("{key}=0\n")).is_ok());
+            assert!(range_error(&format!("{key}=-250\n"))
+                .contains(&format!("{key} must be >= 0 (0 = use ")));
+        }
+    }
+
+    #[test]
+    fn grace_period_and_shedding_delay_take_0_for_none() {
+        assert!(load(
+            "loadBalancerSheddingGracePeriodMinutes=0\nloadBalanceSheddingDelayInSeconds=0\n"
+        )
+        .is_ok());
+        assert!(
+            range_error("loadBalancerSheddingGracePeriodMinutes=-1\n").contains(
+                "loadBalancerSheddingGracePeriodMinutes must be >= 0 (0 = no grace period), got -1"
+            )
+        );
+        assert!(range_error("loadBalanceSheddingDelayInSeconds=-1\n")
+            .contains("loadBalanceSheddingDelayInSeconds must be >= 0 (0 = no cool-down), got -1"));
+    }
+
+    #[test]
+    fn weights_and_thresholds_must_not_be_negative() {
+        assert!(range_error("loadBalancerCPUResourceWeight=-0.5\n")
+            .contains("loadBalancerCPUResourceWeight must be >= 0, got -0.5"));
+        assert!(range_error("loadBalancerAvgShedderLowThreshold=-1\n")
+            .contains("loadBalancerAvgShedderLowThreshold must be >= 0, got -1"));
+    }
+
+    #[test]
+    fn dynamic_changes_follow_the_same_rules() {
+        let mut s = Settings::default();
+        let e = s
+            .set_dynamic("loadBalancerSplitIntervalMinutes", "0")
+            .unwrap_err();
+        assert!(
+            e.contains("loadBalancerSplitIntervalMinutes must be > 0, got 0"),
+            "{e}"
+        );
+        assert_eq!(s.load_balancer_split_interval_minutes, 1);
     }
 
     #[test]

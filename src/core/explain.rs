@@ -17,6 +17,9 @@ use super::split::find_bundles_to_split;
 use super::CoreError;
 use crate::config::{LoadManagerKind, PlacementKind, Settings, ShedderKind};
 
+/// Most shedding cycles one explain run may do (`--cycles`).
+pub const MAX_CYCLES: u32 = 1_000_000;
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct ExplainOptions {
@@ -26,7 +29,7 @@ pub struct ExplainOptions {
     pub placement: Option<PlacementKind>,
     /// Settings (broker.conf).
     pub settings: Settings,
-    /// Shedding cycles to run (at least 1).
+    /// Shedding cycles to run (at least 1, at most [`MAX_CYCLES`]).
     pub cycles: u32,
     /// RNG seed.
     pub seed: u64,
@@ -65,6 +68,13 @@ pub struct ExplainReport {
 
 /// Runs the cycles, placement and split selection over `snapshot`.
 pub fn run(snapshot: &Snapshot, options: &ExplainOptions) -> Result<ExplainReport, CoreError> {
+    if options.cycles > MAX_CYCLES {
+        return Err(CoreError::AboveLimit {
+            option: "--cycles",
+            value: options.cycles.into(),
+            limit: MAX_CYCLES.into(),
+        });
+    }
     let mut settings = options.settings.clone();
     if let Some(s) = options.shedder {
         settings.load_balancer_load_shedding_strategy = s;

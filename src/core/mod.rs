@@ -159,6 +159,16 @@ pub enum CoreError {
         /// The regex error.
         message: String,
     },
+    /// An option above its upper bound (see [`explain::MAX_CYCLES`]).
+    #[error("{option} {value} is above the limit of {limit}")]
+    AboveLimit {
+        /// The option, as the command line spells it.
+        option: &'static str,
+        /// The value given.
+        value: u64,
+        /// The bound.
+        limit: u64,
+    },
 }
 
 /// The weighted max usage `W(b)` in the five-weight form with the configured weights, as a fraction

@@ -7,6 +7,7 @@
 
 pub mod averages;
 pub mod broker;
+pub mod input;
 pub mod json;
 pub mod load_report;
 pub mod nodes;

@@ -2,7 +2,6 @@
 //! splits) are requests the leader executes ([`super::requests`]); namespaces and the dynamic configuration are
 //! written as Pulsar's admin API writes them.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -275,10 +274,7 @@ pub async fn lookup(
 
 /// Sets `loadBalancerSheddingEnabled` in Pulsar's dynamic configuration (`/admin/configuration`, the map
 /// `pulsar-admin brokers update-dynamic-config` writes), keeping every other key; every broker applies it.
-pub async fn set_shedding(
-    store: &DynStore,
-    enabled: bool,
-) -> Result<BTreeMap<String, String>, RuntimeError> {
+pub async fn set_shedding(store: &DynStore, enabled: bool) -> Result<DynamicConfig, RuntimeError> {
     set_dynamic_config(
         store,
         "loadBalancerSheddingEnabled",
@@ -287,12 +283,17 @@ pub async fn set_shedding(
     .await
 }
 
-/// Sets one key of the dynamic configuration (compare-and-set, retried on a concurrent change).
+/// The dynamic configuration as stored: key → JSON value (strings as Pulsar writes them; other values are
+/// kept as found, and brokers skip them).
+pub type DynamicConfig = serde_json::Map<String, serde_json::Value>;
+
+/// Sets one key of the dynamic configuration (compare-and-set, retried on a concurrent change), keeping the
+/// other keys as they are, including values brokers skip (so a bad value can be overwritten this way).
 pub async fn set_dynamic_config(
     store: &DynStore,
     key: &str,
     value: &str,
-) -> Result<BTreeMap<String, String>, RuntimeError> {
+) -> Result<DynamicConfig, RuntimeError> {
     match crate::config::Settings::is_dynamic(key) {
         Some(true) => {}
         Some(false) => {
@@ -308,17 +309,17 @@ pub async fn set_dynamic_config(
         .map_err(RuntimeError::Invalid)?;
     for _ in 0..10 {
         let (mut map, expected) = match store
-            .get_json::<BTreeMap<String, String>>(paths::DYNAMIC_CONFIGURATION)
+            .get_json::<DynamicConfig>(paths::DYNAMIC_CONFIGURATION)
             .await
         {
             Ok(Some((m, stat))) => (m, stat.version),
-            Ok(None) => (BTreeMap::new(), CREATE_ONLY),
+            Ok(None) => (DynamicConfig::new(), CREATE_ONLY),
             Err(Error::Content { path, reason }) => {
                 return Err(RuntimeError::Malformed { path, reason })
             }
             Err(e) => return Err(e.into()),
         };
-        map.insert(key.to_owned(), value.to_owned());
+        map.insert(key.to_owned(), value.into());
         match store
             .put(
                 paths::DYNAMIC_CONFIGURATION,

@@ -1,7 +1,7 @@
 //! The broker agent: registration and reports, the ownership task, dynamic configuration, answers to requests
 //! addressed to this broker, and the leader task while this broker leads.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -480,17 +480,17 @@ async fn report_loop(
     }
 }
 
-/// Applies `/admin/configuration` (Pulsar's dynamic configuration, a JSON map of key → string) on top of the
-/// file settings: dynamic keys loadmgr knows are applied, other keys ignored (the map also holds broker keys
-/// that are not about load balancing).
+/// Applies `/admin/configuration` (Pulsar's dynamic configuration, a JSON object of key → string) on top of
+/// the file settings, key by key (see [`Settings::apply_dynamic_config`]): a bad key is skipped with a warning
+/// and the others apply; a node that cannot be read or is not a JSON object keeps the current settings.
 async fn apply_dynamic_config(sh: &AgentShared, base: &Settings) {
-    let map = match sh
+    let node = match sh
         .store
-        .get_json::<BTreeMap<String, String>>(paths::DYNAMIC_CONFIGURATION)
+        .get_json::<serde_json::Value>(paths::DYNAMIC_CONFIGURATION)
         .await
     {
-        Ok(Some((m, _))) => m,
-        Ok(None) => BTreeMap::new(),
+        Ok(Some((node, _))) => node,
+        Ok(None) => serde_json::Value::Object(Default::default()),
         Err(e) => {
             tracing::warn!(
                 "cannot read {}: {e}; keeping the current settings",
@@ -500,18 +500,18 @@ async fn apply_dynamic_config(sh: &AgentShared, base: &Settings) {
         }
     };
     let mut next = base.clone();
-    for (key, value) in &map {
-        match Settings::is_dynamic(key) {
-            Some(true) => {
-                if let Err(e) = next.set_dynamic(key, value) {
-                    tracing::warn!("{}: {e}; ignored", paths::DYNAMIC_CONFIGURATION);
-                }
+    match next.apply_dynamic_config(&node) {
+        Ok(warnings) => {
+            for w in warnings {
+                tracing::warn!("{}: {w}", paths::DYNAMIC_CONFIGURATION);
             }
-            Some(false) => tracing::warn!(
-                "{}: {key} is not a dynamic setting; change broker.conf and restart",
+        }
+        Err(e) => {
+            tracing::warn!(
+                "{}: {e}; keeping the current settings",
                 paths::DYNAMIC_CONFIGURATION
-            ),
-            None => {}
+            );
+            return;
         }
     }
     sh.settings.send_if_modified(|current| {

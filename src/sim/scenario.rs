@@ -86,6 +86,30 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("large", include_str!("../../scenarios/large.json")),
 ];
 
+/// Most brokers a scenario may have, over all groups.
+pub const MAX_BROKERS: u64 = 100_000;
+/// Most namespaces a scenario may have, over all groups.
+pub const MAX_NAMESPACES: u64 = 1_000_000;
+/// Most initial bundles a scenario may have, over all namespaces.
+pub const MAX_BUNDLES: u64 = 10_000_000;
+/// Most topics a scenario may have, over all namespaces (`bundles × topicsPerBundle`, at least one a bundle).
+pub const MAX_TOPICS: u64 = 20_000_000;
+/// Longest simulated time, minutes: 365 days (`durationMinutes`, `simulate --minutes`).
+pub const MAX_DURATION_MINUTES: f64 = 365.0 * 24.0 * 60.0;
+
+/// Checks a simulated length: above 0 and at most [`MAX_DURATION_MINUTES`]; `what` names the input.
+pub fn check_duration_minutes(what: &str, minutes: f64) -> Result<(), String> {
+    if !(minutes > 0.0 && minutes.is_finite()) {
+        return Err(format!("{what} must be a positive number, got {minutes}"));
+    }
+    if minutes > MAX_DURATION_MINUTES {
+        return Err(format!(
+            "{what} {minutes} is above the limit of {MAX_DURATION_MINUTES} minutes (365 days)"
+        ));
+    }
+    Ok(())
+}
+
 /// The built-ins the default suite runs (all but `large`).
 pub fn default_suite() -> Vec<&'static str> {
     BUILT_IN
@@ -394,7 +418,61 @@ impl Scenario {
             origin: origin.to_owned(),
             message: e.to_string(),
         })?;
+        s.check_limits().map_err(|message| SimError::Scenario {
+            origin: origin.to_owned(),
+            message,
+        })?;
         Ok(s)
+    }
+
+    /// Checks the sizes and the length against [`MAX_BROKERS`], [`MAX_NAMESPACES`], [`MAX_BUNDLES`],
+    /// [`MAX_TOPICS`] and [`MAX_DURATION_MINUTES`], before any of it is built.
+    pub fn check_limits(&self) -> Result<(), String> {
+        check_duration_minutes("durationMinutes", self.duration_minutes)?;
+        let brokers: u64 = self.brokers.iter().map(|g| u64::from(g.count)).sum();
+        let namespaces: u64 = self.namespaces.iter().map(|g| u64::from(g.count)).sum();
+        let bundles: u64 = self
+            .namespaces
+            .iter()
+            .map(|g| u64::from(g.count) * u64::from(g.bundles))
+            .sum();
+        let topics: f64 = self
+            .namespaces
+            .iter()
+            .map(|g| {
+                let per_ns = (f64::from(g.bundles) * g.topics_per_bundle)
+                    .round()
+                    .max(f64::from(g.bundles));
+                f64::from(g.count) * per_ns
+            })
+            .sum();
+        for (what, n, limit) in [
+            (
+                "brokers (the sum of brokers[].count)",
+                brokers as f64,
+                MAX_BROKERS,
+            ),
+            (
+                "namespaces (the sum of namespaces[].count)",
+                namespaces as f64,
+                MAX_NAMESPACES,
+            ),
+            (
+                "bundles (the sum of namespaces[].count × bundles)",
+                bundles as f64,
+                MAX_BUNDLES,
+            ),
+            (
+                "topics (the sum of namespaces[].count × bundles × topicsPerBundle)",
+                topics,
+                MAX_TOPICS,
+            ),
+        ] {
+            if n > limit as f64 {
+                return Err(format!("{what} is {n}, above the limit of {limit}"));
+            }
+        }
+        Ok(())
     }
 
     /// A built-in scenario by name.
@@ -421,10 +499,11 @@ impl Scenario {
                 ),
             });
         }
-        let text = std::fs::read_to_string(path).map_err(|e| SimError::Scenario {
-            origin: name_or_path.to_owned(),
-            message: e.to_string(),
-        })?;
+        let text =
+            crate::model::input::read_file_to_string(path).map_err(|e| SimError::Scenario {
+                origin: name_or_path.to_owned(),
+                message: e.reason,
+            })?;
         Self::from_json(&text, name_or_path)
     }
 
@@ -460,6 +539,53 @@ mod tests {
         }
         assert_eq!(default_suite().len(), BUILT_IN.len() - 1);
         assert!(!default_suite().contains(&"large"));
+    }
+
+    fn limit_error(brokers: &str, namespaces: &str, minutes: &str) -> String {
+        Scenario::from_json(
+            &format!(
+                r#"{{"name":"x","durationMinutes":{minutes},"brokers":{brokers},"namespaces":{namespaces}}}"#
+            ),
+            "x.json",
+        )
+        .unwrap_err()
+        .to_string()
+    }
+
+    #[test]
+    fn sizes_and_length_have_limits() {
+        let one = r#"[{"count":1}]"#;
+        assert_eq!(
+            limit_error(r#"[{"count":60000},{"count":40001,"name":"b-{i}"}]"#, "[]", "1"),
+            "scenario x.json: brokers (the sum of brokers[].count) is 100001, above the limit of 100000"
+        );
+        assert_eq!(
+            limit_error(one, r#"[{"name":"t/n-{i}","count":1000001,"bundles":1,"msgRateIn":1}]"#, "1"),
+            "scenario x.json: namespaces (the sum of namespaces[].count) is 1000001, above the limit of 1000000"
+        );
+        assert_eq!(
+            limit_error(one, r#"[{"name":"t/n-{i}","count":1001,"bundles":10000,"msgRateIn":1}]"#, "1"),
+            "scenario x.json: bundles (the sum of namespaces[].count × bundles) is 10010000, above the limit of 10000000"
+        );
+        assert_eq!(
+            limit_error(
+                one,
+                r#"[{"name":"t/n-{i}","count":10,"bundles":1000,"topicsPerBundle":2001,"msgRateIn":1}]"#,
+                "1"
+            ),
+            "scenario x.json: topics (the sum of namespaces[].count × bundles × topicsPerBundle) is 20010000, above the limit of 20000000"
+        );
+        assert_eq!(
+            limit_error(one, "[]", "525601"),
+            "scenario x.json: durationMinutes 525601 is above the limit of 525600 minutes (365 days)"
+        );
+        // At the limits: accepted (nothing is built yet).
+        assert!(Scenario::from_json(
+            r#"{"name":"x","durationMinutes":525600,"brokers":[{"count":100000}],
+                "namespaces":[{"name":"t/n-{i}","count":1000,"bundles":10000,"topicsPerBundle":2,"msgRateIn":1}]}"#,
+            "x.json"
+        )
+        .is_ok());
     }
 
     #[test]

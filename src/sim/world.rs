@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use super::scenario::{BundleHistory, Distribution, Event, InitialPlacement, Scenario};
+use super::scenario::{
+    check_duration_minutes, BundleHistory, Distribution, Event, InitialPlacement, Scenario,
+};
 use super::SimError;
 use crate::bundle::{
     BundleName, BundleRange, NamespaceBundles, FULL_LOWER_BOUND, FULL_UPPER_BOUND,
@@ -174,6 +176,9 @@ pub fn crc32_topic_hash(full_name: &str) -> u64 {
     crc32fast::hash(full_name.as_bytes()) as u64
 }
 
+/// Most times one `cpuSpike` event may repeat (`everyMinutes`) within the simulated length.
+pub const MAX_SPIKE_REPEATS: i64 = 1_000_000;
+
 fn minutes(m: f64) -> i64 {
     (m * 60_000.0).round() as i64
 }
@@ -201,6 +206,7 @@ impl World {
     pub fn from_scenario(s: &Scenario, seed: u64) -> Result<Self, SimError> {
         let mut rng = stream_rng(seed, Stream::World, 0);
         let name = &s.name;
+        s.check_limits().map_err(|m| invalid(name, m))?;
         // Brokers.
         let mut per_template: BTreeMap<&str, usize> = BTreeMap::new();
         for g in &s.brokers {
@@ -473,6 +479,18 @@ impl World {
                     let b = find_broker(broker)?;
                     let len = (duration_seconds * 1000.0).round() as i64;
                     let mut start = minutes(*at_minute);
+                    if let Some(every) = every_minutes.map(minutes).filter(|e| *e > 0) {
+                        let repeats = (duration_ms - start).max(0) / every;
+                        if repeats > MAX_SPIKE_REPEATS {
+                            return Err(invalid(
+                                name,
+                                format!(
+                                    "cpuSpike on {broker} everyMinutes {} repeats {repeats} times, above the limit of {MAX_SPIKE_REPEATS}",
+                                    every_minutes.unwrap_or_default()
+                                ),
+                            ));
+                        }
+                    }
                     loop {
                         spikes.push(Spike {
                             broker: b,
@@ -574,6 +592,7 @@ impl World {
         model: CostModel,
     ) -> Result<Self, SimError> {
         let err = |m: String| invalid(name, m);
+        check_duration_minutes("the simulated length", duration_minutes).map_err(err)?;
         let policies = snap.policies().map_err(|e| err(e.to_string()))?;
         if snap.brokers.is_empty() {
             return Err(err("the snapshot has no brokers".into()));
@@ -910,5 +929,34 @@ mod tests {
             r#"{"name":"t","durationMinutes":3,"brokers":[{"count":2,"joinAtMinute":1}],"namespaces":[]}"#,
         );
         assert!(World::from_scenario(&late, 0).is_err());
+    }
+
+    #[test]
+    fn a_spike_repeated_too_often_and_a_too_long_snapshot_run_are_errors() {
+        let often = scenario(
+            r#"{"name":"t","durationMinutes":525600,"brokers":[{"count":1}],"namespaces":[],
+                "events":[{"kind":"cpuSpike","atMinute":0,"broker":"broker-01","points":10,"durationSeconds":1,"everyMinutes":0.01}]}"#,
+        );
+        assert_eq!(
+            World::from_scenario(&often, 0).unwrap_err().to_string(),
+            "scenario t: cpuSpike on broker-01 everyMinutes 0.01 repeats 52560000 times, above the limit of 1000000"
+        );
+        let mut long =
+            scenario(r#"{"name":"t","durationMinutes":1,"brokers":[{"count":1}],"namespaces":[]}"#);
+        long.duration_minutes = 1e12;
+        assert!(World::from_scenario(&long, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("durationMinutes 1000000000000 is above the limit of 525600 minutes"));
+        let snap = Snapshot::from_json(include_str!("../../examples/snapshot.json")).unwrap();
+        let e = World::from_snapshot(&snap, "s", 6e5, CostModel::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            e,
+            "scenario s: the simulated length 600000 is above the limit of 525600 minutes (365 days)"
+        );
+        assert!(World::from_snapshot(&snap, "s", 60.0, CostModel::default()).is_ok());
     }
 }

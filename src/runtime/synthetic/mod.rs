@@ -255,9 +255,9 @@ impl SyntheticProfile {
     /// Reads a profile file.
     pub fn load(path: &Path) -> Result<Self, ProfileError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ProfileError {
+        let text = crate::model::input::read_file_to_string(path).map_err(|e| ProfileError {
             source_name: name.clone(),
-            message: format!("cannot read: {e}"),
+            message: format!("cannot read: {}", e.reason),
         })?;
         Self::from_json(&text, &name)
     }
