@@ -7,28 +7,32 @@ use crate::model::LocalBrokerData;
 
 use super::io::namespace_policy;
 use super::{
-    ClusterPolicyData, Command, FlushedNode, Leader, Level, LoadedState, NamespaceBundlesInfo,
-    SPLIT_CHECK_PERIOD_MS,
+    ClusterPolicyData, Command, FlushedNode, FlushedValue, Leader, Level, LoadedState,
+    NamespaceBundlesInfo, SPLIT_CHECK_PERIOD_MS,
 };
 
 impl Leader {
     /// A new leader's full read, then every record reconciled and the status written.
     pub(super) fn on_loaded(&mut self, now: i64, state: LoadedState) {
-        for (bundle, data, bytes) in state.bundle_data {
+        for (bundle, data) in state.bundle_data {
             if let Some(d) = data {
                 self.seeds.bundle_data.insert(bundle.clone(), d);
-                self.flushed
-                    .insert(FlushedNode::BundleData(bundle.clone()), bytes);
+                self.flushed.insert(
+                    FlushedNode::BundleData(bundle.clone()),
+                    FlushedValue::BundleData(d),
+                );
             }
             self.stored_bundle_data.insert(bundle);
         }
         for (bundle, quota) in state.quotas {
             self.seeds.quotas.insert(bundle, quota);
         }
-        for (broker, bytes) in state.time_averages {
-            if let Some(b) = bytes {
-                self.flushed
-                    .insert(FlushedNode::TimeAverage(broker.clone()), b);
+        for (broker, value) in state.time_averages {
+            if let Some(v) = value {
+                self.flushed.insert(
+                    FlushedNode::TimeAverage(broker.clone()),
+                    FlushedValue::TimeAverage(v),
+                );
             }
             self.stored_time_averages.insert(broker);
         }
@@ -108,7 +112,9 @@ impl Leader {
         broker: &str,
         report: Result<LocalBrokerData, String>,
     ) {
-        let joined = report.is_ok() && self.registered.insert(broker.to_owned());
+        let joined = report.is_ok()
+            && !self.registered.contains(broker)
+            && self.registered.insert(broker.to_owned());
         if self.apply(broker, report) {
             self.log(Level::Info, format!("broker {broker} joined"));
             self.strategies

@@ -360,7 +360,7 @@ impl Leader {
                         self.stored_bundle_data.insert(c.clone());
                         self.flushed.insert(
                             FlushedNode::BundleData(c.clone()),
-                            crate::model::json::to_json_vec(&d),
+                            super::FlushedValue::BundleData(d),
                         );
                     }
                 }

@@ -3,15 +3,14 @@
 use std::collections::BTreeMap;
 
 use crate::core::namespace_of;
-use crate::model::json::to_json_vec;
 use crate::model::BundleData;
 
-use super::{Command, FlushedNode, Leader, Level, Outcome, Pending};
+use super::{Command, FlushedNode, FlushedValue, Leader, Level, Outcome, Pending};
 
 /// A flush batch awaiting its outcome.
 #[derive(Debug)]
 pub(super) struct FlushWrite {
-    writes: Vec<(FlushedNode, Vec<u8>)>,
+    writes: Vec<(FlushedNode, FlushedValue)>,
     /// The bundle data written, to become the seeds of bundles seen anew.
     bundles: BTreeMap<String, BundleData>,
 }
@@ -61,17 +60,17 @@ impl Leader {
             .collect();
         for (b, d) in chosen {
             let node = FlushedNode::BundleData(b.clone());
-            let bytes = to_json_vec(&d);
-            if self.flushed.get(&node) != Some(&bytes) {
-                writes.push((node, bytes));
+            let value = FlushedValue::BundleData(d);
+            if self.flushed.get(&node) != Some(&value) {
+                writes.push((node, value));
             }
             bundles.insert(b, d);
         }
         for (id, e) in self.load.brokers() {
             let node = FlushedNode::TimeAverage(id.clone());
-            let bytes = to_json_vec(&e.time_average);
-            if self.flushed.get(&node) != Some(&bytes) {
-                writes.push((node, bytes));
+            let value = FlushedValue::TimeAverage(e.time_average);
+            if self.flushed.get(&node) != Some(&value) {
+                writes.push((node, value));
             }
         }
         self.status.flushes += 1;
@@ -90,7 +89,7 @@ impl Leader {
         match outcome {
             Outcome::Written(_) => {
                 let n = f.writes.len();
-                for (node, bytes) in f.writes {
+                for (node, value) in f.writes {
                     match &node {
                         FlushedNode::BundleData(b) => {
                             self.stored_bundle_data.insert(b.clone());
@@ -99,7 +98,7 @@ impl Leader {
                             self.stored_time_averages.insert(b.clone());
                         }
                     }
-                    self.flushed.insert(node, bytes);
+                    self.flushed.insert(node, value);
                 }
                 for (b, d) in f.bundles {
                     self.seeds.bundle_data.insert(b, d);

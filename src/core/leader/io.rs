@@ -10,7 +10,9 @@ use crate::bundle::SplitAlgorithm;
 use crate::config::Settings;
 use crate::core::policies::{IsolationPolicy, NamespacePolicy};
 use crate::model::records::{BundleAssignment, LeaderStatus};
-use crate::model::{BundleData, LocalBrokerData, LocalPolicies, ResourceQuota};
+use crate::model::{
+    BundleData, LocalBrokerData, LocalPolicies, ResourceQuota, TimeAverageBrokerData,
+};
 
 use super::NamespaceBundlesInfo;
 
@@ -29,15 +31,24 @@ pub enum FlushedNode {
     TimeAverage(String),
 }
 
+/// The value of a [`FlushedNode`] (the executor writes it as Pulsar's JSON).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FlushedValue {
+    /// A bundle's data.
+    BundleData(BundleData),
+    /// A broker's time average.
+    TimeAverage(TimeAverageBrokerData),
+}
+
 /// Everything a new leader reads before it acts (the executor's "load all").
 #[derive(Debug, Clone, Default)]
 pub struct LoadedState {
-    /// Stored bundle data: bundle → (parsed value when it parsed, the stored bytes).
-    pub bundle_data: Vec<(String, Option<BundleData>, Vec<u8>)>,
+    /// Stored bundle data: bundle → its value (`None` when the node did not parse).
+    pub bundle_data: Vec<(String, Option<BundleData>)>,
     /// Stored resource quotas (both layouts), bundle → quota.
     pub quotas: Vec<(String, ResourceQuota)>,
-    /// Stored time averages: broker → stored bytes (`None` when they did not parse).
-    pub time_averages: Vec<(String, Option<Vec<u8>>)>,
+    /// Stored time averages: broker → its value (`None` when the node did not parse).
+    pub time_averages: Vec<(String, Option<TimeAverageBrokerData>)>,
     /// Every namespace that exists with its bundles.
     pub namespaces: Vec<NamespaceBundlesInfo>,
     /// Every registration node: broker → its report or why it is not one.
@@ -272,8 +283,8 @@ pub enum Command {
     Flush {
         /// Echoed in [`Event::Done`].
         ticket: Ticket,
-        /// Nodes whose value changed, with their new bytes.
-        writes: Vec<(FlushedNode, Vec<u8>)>,
+        /// Nodes whose value changed, with their new values.
+        writes: Vec<(FlushedNode, FlushedValue)>,
         /// The leader's counters.
         status: LeaderStatus,
     },

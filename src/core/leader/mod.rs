@@ -61,8 +61,8 @@ mod requests;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use io::{
-    Answer, ClusterPolicyData, Command, Event, FlushedNode, Level, LoadedState, Outcome, OwnerSeen,
-    Request, RequestId, Reread, SplitWrite, Tick, Ticket,
+    Answer, ClusterPolicyData, Command, Event, FlushedNode, FlushedValue, Level, LoadedState,
+    Outcome, OwnerSeen, Request, RequestId, Reread, SplitWrite, Tick, Ticket,
 };
 
 use crate::bundle::{BundleName, NamespaceBundles, NamespaceName};
@@ -142,7 +142,7 @@ pub struct Leader {
     ghost_owners: BTreeMap<String, (String, i64)>,
     /// Bundles with a record or an owner that were not settled when last reconciled.
     suspects: BTreeSet<String>,
-    flushed: HashMap<FlushedNode, Vec<u8>>,
+    flushed: HashMap<FlushedNode, FlushedValue>,
     stored_bundle_data: BTreeSet<String>,
     stored_time_averages: BTreeSet<String>,
     status: LeaderStatus,

@@ -531,31 +531,34 @@ fn unloading_a_namespace_answers_once_every_move_is_written() {
 fn a_new_leader_starts_from_what_the_flush_wrote_and_rewrites_nothing_unchanged() {
     let (mut leader, all) = hot_owner(ShedderKind::AvgShedder);
     let out = drive(&mut leader, 900_000, Event::Tick(Tick::Flush));
-    let written: Vec<(FlushedNode, Vec<u8>)> = out
+    let written: Vec<(FlushedNode, FlushedValue)> = out
         .iter()
         .find_map(|c| match c {
             Command::Flush { writes, .. } => Some(writes.clone()),
             _ => None,
         })
         .unwrap();
-    assert!(written
+    let stored = written
         .iter()
-        .any(|(n, _)| *n == FlushedNode::BundleData(all[0].clone())));
+        .find_map(|(n, v)| match (n, v) {
+            (FlushedNode::BundleData(b), FlushedValue::BundleData(d)) if *b == all[0] => Some(*d),
+            _ => None,
+        })
+        .expect("the hot bundle's data is flushed");
     // A new term reads back what the store holds.
     let mut state = LoadedState {
         namespaces: vec![leader.namespace(NS).unwrap().clone()],
         ..Default::default()
     };
-    for (node, bytes) in &written {
-        match node {
-            FlushedNode::BundleData(b) => state.bundle_data.push((
-                b.clone(),
-                serde_json::from_slice(bytes).ok(),
-                bytes.clone(),
-            )),
-            FlushedNode::TimeAverage(b) => {
-                state.time_averages.push((b.clone(), Some(bytes.clone())))
+    for (node, value) in &written {
+        match (node, value) {
+            (FlushedNode::BundleData(b), FlushedValue::BundleData(d)) => {
+                state.bundle_data.push((b.clone(), Some(*d)))
             }
+            (FlushedNode::TimeAverage(b), FlushedValue::TimeAverage(t)) => {
+                state.time_averages.push((b.clone(), Some(*t)))
+            }
+            _ => unreachable!("a node holds its own kind of value"),
         }
     }
     let mut next = Leader::new("b2:8080", leader.settings().clone(), 3, 900_001);
@@ -570,19 +573,14 @@ fn a_new_leader_starts_from_what_the_flush_wrote_and_rewrites_nothing_unchanged(
             report: Ok(report(&hot, 95.0)),
         },
     );
-    let stored: crate::model::BundleData = serde_json::from_slice(
-        &written
-            .iter()
-            .find(|(n, _)| *n == FlushedNode::BundleData(all[0].clone()))
-            .unwrap()
-            .1,
-    )
-    .unwrap();
     let seeded = next.load().bundle(&all[0]).unwrap();
     assert_eq!(
         seeded.long_term_data.num_samples,
         stored.long_term_data.num_samples + 1
     );
+    // Its first flush runs on what it read.
+    let first = drive(&mut next, 900_003, Event::Tick(Tick::Flush));
+    assert!(first.iter().any(|c| matches!(c, Command::Flush { .. })));
     // Data of bundles nobody reports any more is deleted only by a flush, never lost at the take-over.
     assert!(!next.has_pending_writes());
 }

@@ -5,7 +5,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::bundle::format_hash;
-use crate::core::leader::{Command, Event, FlushedNode, Level, Outcome, Reread, SplitWrite};
+use crate::core::leader::{
+    Command, Event, FlushedNode, FlushedValue, Level, Outcome, Reread, SplitWrite,
+};
 use crate::model::json::to_json_vec;
 use crate::model::records::{AdminRequest, RequestOp, RequestResponse};
 use crate::paths;
@@ -117,7 +119,13 @@ impl Executor {
             } => {
                 let mut ops: Vec<Op> = writes
                     .iter()
-                    .map(|(node, bytes)| Op::put(node_path(node), bytes.clone()))
+                    .map(|(node, value)| {
+                        let bytes = match value {
+                            FlushedValue::BundleData(d) => to_json_vec(d),
+                            FlushedValue::TimeAverage(t) => to_json_vec(t),
+                        };
+                        Op::put(node_path(node), bytes)
+                    })
                     .collect();
                 ops.push(Op::put(paths::LEADER_STATUS, to_json_vec(&status)));
                 let outcome = self.batch(ops, false).await?;

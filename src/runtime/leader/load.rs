@@ -7,7 +7,7 @@ use crate::core::leader::{ClusterPolicyData, LoadedState, OwnerSeen};
 use crate::core::ClusterPolicies;
 use crate::model::load_report::read_registration;
 use crate::model::records::BundleAssignment;
-use crate::model::{BundleData, NamespaceEphemeralData, ResourceQuota};
+use crate::model::{BundleData, NamespaceEphemeralData, ResourceQuota, TimeAverageBrokerData};
 use crate::paths;
 use crate::runtime::identity::owner_of;
 use crate::runtime::namespaces::{list_namespaces, read_bundles};
@@ -89,11 +89,11 @@ pub(super) async fn load_all(
             continue;
         };
         match r {
-            Ok(Some((data, _, bytes))) => state.bundle_data.push((bundle, Some(data), bytes)),
+            Ok(Some((data, _, _))) => state.bundle_data.push((bundle, Some(data))),
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!("stored bundle data skipped: {e}");
-                state.bundle_data.push((bundle, None, Vec::new()));
+                state.bundle_data.push((bundle, None));
             }
         }
     }
@@ -114,10 +114,10 @@ pub(super) async fn load_all(
     }
     let tas = store.get_children(paths::BROKER_TIME_AVERAGE).await?;
     let paths_: Vec<String> = tas.iter().map(|b| paths::time_average(b)).collect();
-    for (path, r) in read_many::<serde_json::Value>(sh, paths_).await {
+    for (path, r) in read_many::<TimeAverageBrokerData>(sh, paths_).await {
         if let Some(b) = paths::below(paths::BROKER_TIME_AVERAGE, &path) {
-            let bytes = r.ok().flatten().map(|(_, _, bytes)| bytes);
-            state.time_averages.push((b.to_owned(), bytes));
+            let value = r.ok().flatten().map(|(v, _, _)| v);
+            state.time_averages.push((b.to_owned(), value));
         }
     }
     for ns in list_namespaces(&store).await? {

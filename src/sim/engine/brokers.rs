@@ -60,8 +60,8 @@ impl<'w> Sim<'w> {
         br.up = true;
         br.registered = true;
         br.epoch += 1;
-        br.report = Some(local.clone());
         br.local = local;
+        br.reported_deltas = Some(Default::default());
         br.last = None;
         br.checks = 0;
         br.acc = (SystemResourceUsage::default(), 0);
@@ -292,7 +292,12 @@ impl<'w> Sim<'w> {
             return;
         }
         let id = self.world.brokers[b].id.clone();
-        self.brokers[b].report = Some(report.clone());
+        // What a new leader would read: the report is `local` with the deltas cleared after the write, so only the
+        // deltas are kept (a copy of every report would cost the run a deep clone per write).
+        self.brokers[b].reported_deltas = Some((
+            report.last_bundle_gains.clone(),
+            report.last_bundle_losses.clone(),
+        ));
         self.leader_step(
             t,
             Event::Report {

@@ -26,12 +26,11 @@ use crate::bundle::{
     TopicTraffic,
 };
 use crate::core::leader::{
-    Command, Event, FlushedNode, Leader as Core, LoadedState, NamespaceBundlesInfo, Outcome,
-    OwnerSeen, Request, SplitWrite, Tick, Ticket,
+    Command, Event, FlushedNode, FlushedValue, Leader as Core, LoadedState, NamespaceBundlesInfo,
+    Outcome, OwnerSeen, Request, SplitWrite, Tick, Ticket,
 };
-use crate::model::json::to_json_vec;
 use crate::model::records::{AssignmentCause, AssignmentState, BundleAssignment};
-use crate::model::{BundleData, LocalPolicies};
+use crate::model::LocalPolicies;
 use crate::runtime::synthetic::Rates;
 
 use super::{Bundle, Ev, Owner, Sim};
@@ -43,7 +42,7 @@ pub(super) struct SimStore {
     /// Assignment records with their versions.
     pub(super) records: BTreeMap<String, (BundleAssignment, i64)>,
     /// Flushed bundle data and time averages.
-    pub(super) nodes: BTreeMap<FlushedNode, Vec<u8>>,
+    pub(super) nodes: BTreeMap<FlushedNode, FlushedValue>,
     /// Version of each namespace's local policies (`None`: not written yet).
     pub(super) local_versions: Vec<Option<i64>>,
 }
@@ -75,9 +74,10 @@ impl<'w> Sim<'w> {
             self.store.records.insert(bundle, (record, 0));
         }
         for (b, d) in &self.world.stored_bundle_data {
-            self.store
-                .nodes
-                .insert(FlushedNode::BundleData(b.clone()), to_json_vec(d));
+            self.store.nodes.insert(
+                FlushedNode::BundleData(b.clone()),
+                FlushedValue::BundleData(*d),
+            );
         }
         self.store.local_versions = vec![None; self.world.namespaces.len()];
     }
@@ -100,16 +100,16 @@ impl<'w> Sim<'w> {
     /// What a new leader reads from the simulated store.
     fn loaded_state(&self) -> LoadedState {
         let mut state = LoadedState::default();
-        for (node, bytes) in &self.store.nodes {
-            match node {
-                FlushedNode::BundleData(b) => state.bundle_data.push((
-                    b.clone(),
-                    serde_json::from_slice::<BundleData>(bytes).ok(),
-                    bytes.clone(),
-                )),
-                FlushedNode::TimeAverage(b) => {
-                    state.time_averages.push((b.clone(), Some(bytes.clone())))
+        for (node, value) in &self.store.nodes {
+            match (node, value) {
+                (FlushedNode::BundleData(b), FlushedValue::BundleData(d)) => {
+                    state.bundle_data.push((b.clone(), Some(*d)))
                 }
+                (FlushedNode::TimeAverage(b), FlushedValue::TimeAverage(t)) => {
+                    state.time_averages.push((b.clone(), Some(*t)))
+                }
+                (FlushedNode::BundleData(b), _) => state.bundle_data.push((b.clone(), None)),
+                (FlushedNode::TimeAverage(b), _) => state.time_averages.push((b.clone(), None)),
             }
         }
         state.namespaces = (0..self.world.namespaces.len())
@@ -117,10 +117,13 @@ impl<'w> Sim<'w> {
             .collect();
         for (i, br) in self.brokers.iter().enumerate() {
             if br.registered {
-                if let Some(r) = &br.report {
+                if let Some((gains, losses)) = &br.reported_deltas {
+                    let mut r = br.local.clone();
+                    r.last_bundle_gains = gains.clone();
+                    r.last_bundle_losses = losses.clone();
                     state
                         .reports
-                        .push((self.world.brokers[i].id.clone(), Ok(r.clone())));
+                        .push((self.world.brokers[i].id.clone(), Ok(r)));
                 }
             }
         }
@@ -534,9 +537,10 @@ impl<'w> Sim<'w> {
             self.store.nodes.remove(&FlushedNode::BundleData(p.clone()));
         }
         for (c, d) in &write.child_data {
-            self.store
-                .nodes
-                .insert(FlushedNode::BundleData(c.clone()), to_json_vec(d));
+            self.store.nodes.insert(
+                FlushedNode::BundleData(c.clone()),
+                FlushedValue::BundleData(*d),
+            );
         }
         let Some(&pi) = self.by_name.get(&parent) else {
             return vec![version];

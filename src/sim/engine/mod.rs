@@ -244,8 +244,9 @@ struct Broker {
     total: Rates,
     bundles: BTreeSet<usize>,
     local: LocalBrokerData,
-    /// The last report written (what a new leader reads).
-    report: Option<LocalBrokerData>,
+    /// The gains and losses of the last report written (`None` before its registration): with `local`, what a
+    /// new leader reads.
+    reported_deltas: Option<(BTreeSet<String>, BTreeSet<String>)>,
     last: Option<Written>,
     checks: u64,
     host: SystemResourceUsage,
@@ -438,7 +439,7 @@ impl<'w> Sim<'w> {
                 total: Rates::default(),
                 bundles: BTreeSet::new(),
                 local: LocalBrokerData::default(),
-                report: None,
+                reported_deltas: None,
                 last: None,
                 checks: 0,
                 host: SystemResourceUsage::default(),
