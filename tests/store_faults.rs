@@ -529,6 +529,8 @@ async fn unreachable_store_names_address_and_time() {
         text.contains("zk:127.0.0.1:1") && text.contains("unreachable after 1."),
         "{text}"
     );
+    // And why: nothing listens there.
+    assert!(text.contains("127.0.0.1:1: connection refused"), "{text}");
     let err = store::connect(
         "etcd:http://127.0.0.1:1",
         options(Duration::from_secs(2)).with_connect_timeout(Duration::from_millis(1500)),
@@ -538,6 +540,19 @@ async fn unreachable_store_names_address_and_time() {
     let text = err.to_string();
     assert!(
         text.contains("etcd:http://127.0.0.1:1") && text.contains("unreachable after 1."),
+        "{text}"
+    );
+    assert!(text.contains("127.0.0.1:1: connection refused"), "{text}");
+    // An unknown host is named as one.
+    let err = store::connect(
+        "zk:no-such-host.invalid:2181",
+        options(Duration::from_secs(2)).with_connect_timeout(Duration::from_millis(1500)),
+    )
+    .await
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("no-such-host.invalid:2181: no such host"),
         "{text}"
     );
 }

@@ -38,6 +38,7 @@ mod ext;
 mod fanout;
 pub mod memory;
 mod path;
+mod reach;
 mod session;
 mod url;
 pub mod zookeeper;

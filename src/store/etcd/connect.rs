@@ -247,10 +247,16 @@ impl EtcdStore {
             }
             index += 1;
             if Instant::now() >= deadline {
+                let elapsed = started.elapsed();
+                let why = crate::store::reach::diagnose(
+                    endpoints.iter().map(|e| e.to_string()).collect(),
+                    std::time::Duration::from_secs(2),
+                )
+                .await;
                 return Err(Error::Unavailable {
                     address: format!("etcd:{}", endpoints.join(",")),
-                    elapsed: started.elapsed(),
-                    reason: last,
+                    elapsed,
+                    reason: format!("{last} ({why})"),
                 });
             }
             if index % endpoints.len() == 0 {

@@ -96,31 +96,28 @@ impl ZkStore {
         });
         let started = Instant::now();
         let timeout = inner.options.first_connect_timeout();
-        let client = match tokio::time::timeout(timeout, new_client(&inner)).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                return Err(match e {
-                    Error::ConnectionLost { reason, .. }
-                    | Error::Timeout {
-                        operation: reason, ..
-                    } => Error::Unavailable {
-                        address: inner.address(),
-                        elapsed: started.elapsed(),
-                        reason,
-                    },
-                    other => other,
-                })
+        let failed = match tokio::time::timeout(timeout, new_client(&inner)).await {
+            Ok(Ok(c)) => {
+                install_client(&inner, c);
+                return Ok(ZkStore { inner });
             }
-            Err(_) => {
-                return Err(Error::Unavailable {
-                    address: inner.address(),
-                    elapsed: started.elapsed(),
-                    reason: "no server answered".into(),
-                })
-            }
+            Ok(Err(Error::ConnectionLost { reason, .. }))
+            | Ok(Err(Error::Timeout {
+                operation: reason, ..
+            })) => reason,
+            Ok(Err(other)) => return Err(other),
+            Err(_) => "no server answered".to_owned(),
         };
-        install_client(&inner, client);
-        Ok(ZkStore { inner })
+        let elapsed = started.elapsed();
+        // Say why: a refused port, an unknown host and a silent network need different fixes.
+        let probe = timeout.min(std::time::Duration::from_secs(2));
+        let servers = inner.servers.split(',').map(str::to_owned).collect();
+        let why = crate::store::reach::diagnose(servers, probe).await;
+        Err(Error::Unavailable {
+            address: inner.address(),
+            elapsed,
+            reason: format!("{failed} ({why})"),
+        })
     }
 }
 
