@@ -424,3 +424,26 @@ async fn etcd_over_tls() {
         "{untrusted}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_names_a_value_too_large() {
+    // ZooKeeper drops the connection of a request above its jute.maxbuffer (1 MiB by default) instead of
+    // answering: the store says so instead of reporting a lost connection.
+    let server = ZkServer::start();
+    let store = open(&server.url()).await;
+    let big = vec![b'x'; 5 * 1024 * 1024];
+    let err = store
+        .put("/too-large", &big, None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("value of 5242880 bytes") && text.contains("jute.maxbuffer"),
+        "{text}"
+    );
+    // The store still works.
+    store
+        .put("/small", b"{}", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+}

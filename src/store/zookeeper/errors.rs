@@ -74,6 +74,24 @@ pub(super) fn map_error(e: zk::Error, operation: &str, path: &str, ctx: &ErrorCo
     }
 }
 
+/// ZooKeeper's default `jute.maxbuffer`: the largest request a server accepts unless configured otherwise.
+pub(super) const DEFAULT_MAX_BUFFER: usize = 0xfffff;
+
+/// A write of `len` bytes that lost its connection: a server drops the connection of a request larger than its
+/// `jute.maxbuffer` instead of answering, so for a value that large that is the likely cause, and retrying
+/// cannot help.
+pub(super) fn too_large(e: Error, path: &str, len: usize) -> Error {
+    match e {
+        Error::ConnectionLost { address, .. } if len >= DEFAULT_MAX_BUFFER => Error::InvalidArgument {
+            reason: format!(
+                "{path}: {address} dropped the connection on a value of {len} bytes: ZooKeeper refuses a request \
+                 larger than its jute.maxbuffer ({DEFAULT_MAX_BUFFER} bytes by default)"
+            ),
+        },
+        other => other,
+    }
+}
+
 impl Inner {
     /// [`map_error`] with this store's context.
     pub(super) fn map_err(&self, e: zk::Error, operation: &str, path: &str) -> Error {
@@ -89,6 +107,25 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_lost_on_a_huge_value_is_named_as_too_large() {
+        let lost = || Error::ConnectionLost {
+            address: "zk:h:2181".into(),
+            operation: "set /a".into(),
+            reason: "connection loss".into(),
+        };
+        let e = too_large(lost(), "/a", 5_000_000);
+        assert!(
+            e.to_string().contains("value of 5000000 bytes")
+                && e.to_string().contains("jute.maxbuffer"),
+            "{e}"
+        );
+        assert!(matches!(
+            too_large(lost(), "/a", 100),
+            Error::ConnectionLost { .. }
+        ));
+    }
 
     fn ctx(closed: bool) -> ErrorContext {
         ErrorContext {

@@ -316,6 +316,7 @@ impl MetadataStore for ZkStore {
                 self.inner.put(path, value, expected_version, options),
             )
             .await
+            .map_err(|e| errors::too_large(e, path, value.len()))
     }
 
     async fn delete(&self, path: &str, expected_version: Option<i64>) -> Result<()> {
