@@ -74,11 +74,26 @@ impl Inner {
         let next = (from + 1) % self.endpoints.len();
         match connect_endpoint(&self.endpoints[next], &self.options, self.attempt_timeout()).await {
             Ok(client) => {
-                if next == from {
-                    tracing::info!(endpoint = %self.endpoints[next], "etcd: reconnected");
-                } else {
-                    tracing::info!(from = %self.endpoints[from], to = %self.endpoints[next], "etcd: switching endpoint");
-                }
+                // The client connects lazily: only an answer says the server is back, so the log says what
+                // is known (it used to report "reconnected" every fraction of a second while etcd was down).
+                // The probe runs aside: it must not delay the calls waiting for this rotation.
+                let mut probe = client.clone();
+                let wait = self.attempt_timeout();
+                let endpoint = self.endpoints[next].clone();
+                let switched = (next != from).then(|| self.endpoints[from].clone());
+                tokio::spawn(async move {
+                    let answered =
+                        matches!(tokio::time::timeout(wait, probe.status()).await, Ok(Ok(_)));
+                    match (answered, switched) {
+                        (true, None) => tracing::info!(endpoint = %endpoint, "etcd: reconnected"),
+                        (true, Some(from)) => {
+                            tracing::info!(from = %from, to = %endpoint, "etcd: switched endpoint")
+                        }
+                        (false, _) => {
+                            tracing::debug!(endpoint = %endpoint, "etcd: dialled again, no answer yet")
+                        }
+                    }
+                });
                 *self.conn.lock().unwrap() = Conn {
                     index: next,
                     dial: dial + 1,
