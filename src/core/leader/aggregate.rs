@@ -121,8 +121,9 @@ impl Leader {
                 .on_active_brokers_change(&self.load.broker_ids());
         }
         if joined {
-            // Records waiting for any broker can now be placed.
-            self.reconcile_all(now);
+            // Records waiting for any broker can now be placed (they are all unsettled: a settled bundle does
+            // not change when a broker joins).
+            self.reconcile_suspects(now);
         }
         if self.settings.load_balancer_auto_bundle_split_enabled && self.split_due.is_none() {
             let at = now.div_euclid(SPLIT_CHECK_PERIOD_MS) * SPLIT_CHECK_PERIOD_MS

@@ -33,8 +33,7 @@ pub(super) struct RecordWrite {
 }
 
 impl Leader {
-    /// Reconciles every bundle with a record or an ownership node (at load, and when a broker joins: records
-    /// waiting for one can now be placed).
+    /// Reconciles every bundle with a record or an ownership node (at load).
     pub(super) fn reconcile_all(&mut self, now: i64) {
         let mut bundles: Vec<String> = self
             .records
