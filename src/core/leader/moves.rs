@@ -530,11 +530,24 @@ impl Leader {
     /// its destination's report and gone from its source's (or the broker is gone, the bundle split again, or
     /// the move completed more than a shedding interval and a report check ago).
     pub(super) fn settled(&mut self, now: i64) -> Result<(), String> {
+        // A record in flight is never settled, so it is among the suspects (every change of a record notes it).
         let in_flight = self
-            .records
-            .values()
-            .filter(|(r, _)| r.state == AssignmentState::Assigning)
+            .suspects
+            .iter()
+            .filter(|b| {
+                self.records
+                    .get(*b)
+                    .is_some_and(|(r, _)| r.state == AssignmentState::Assigning)
+            })
             .count();
+        debug_assert_eq!(
+            in_flight,
+            self.records
+                .values()
+                .filter(|(r, _)| r.state == AssignmentState::Assigning)
+                .count(),
+            "every move in flight is a suspect"
+        );
         // A broker writes its report only when its load changed by more than
         // `loadBalancerReportUpdateThresholdPercentage` (or every `loadBalancerReportUpdateMaxIntervalMinutes`): a
         // destination that has not reported a shedding interval and a report check after the move changed by less
