@@ -170,11 +170,7 @@ fn split(args: &SplitArgs) -> Result<(SplitOutcome, Vec<BundleRange>), CliError>
         topics,
         positions,
         traffic,
-        max_msg_rate: settings.load_balancer_namespace_bundle_max_msg_rate as f64,
-        max_bandwidth_mbytes: settings.load_balancer_namespace_bundle_max_bandwidth_mbytes as f64,
-        flow_or_qps_difference_threshold_percentage: settings
-            .flow_or_qps_difference_threshold_percentage
-            as f64,
+        ..crate::core::split::split_input(&settings)
     };
     let outcome = split_bundle(range, algorithm, &input)?;
     let children = outcome.children(range);

@@ -40,6 +40,19 @@ use crate::config::Settings;
 /// Per-bundle topics (and per-topic traffic) for the topic-based split algorithms.
 pub type SplitTopics = BTreeMap<String, BTreeMap<String, TopicTraffic>>;
 
+/// The split thresholds of `settings` as a [`SplitInput`] without topics or positions (the caller adds the
+/// bundle's topics, their traffic and the positions it has).
+pub fn split_input(settings: &Settings) -> SplitInput {
+    SplitInput {
+        max_msg_rate: settings.load_balancer_namespace_bundle_max_msg_rate as f64,
+        max_bandwidth_mbytes: settings.load_balancer_namespace_bundle_max_bandwidth_mbytes as f64,
+        flow_or_qps_difference_threshold_percentage: settings
+            .flow_or_qps_difference_threshold_percentage
+            as f64,
+        ..Default::default()
+    }
+}
+
 /// Selects the bundles to split and computes their boundaries.
 pub fn find_bundles_to_split(
     load: &LoadData,
@@ -252,13 +265,7 @@ fn boundaries(
         algorithm,
         SplitAlgorithm::TopicCountEquallyDivide | SplitAlgorithm::FlowOrQpsEquallyDivide
     );
-    let mut input = SplitInput {
-        max_msg_rate: s.load_balancer_namespace_bundle_max_msg_rate as f64,
-        max_bandwidth_mbytes: s.load_balancer_namespace_bundle_max_bandwidth_mbytes as f64,
-        flow_or_qps_difference_threshold_percentage: s.flow_or_qps_difference_threshold_percentage
-            as f64,
-        ..Default::default()
-    };
+    let mut input = split_input(s);
     if needs_topics {
         let Some(t) = topics.get(bundle) else {
             return Ok(Vec::new());

@@ -10,9 +10,7 @@ use tokio::sync::watch;
 use super::clock::Clock;
 use super::host::BrokerHost;
 use super::identity::BrokerIdentity;
-use crate::bundle::{
-    split_bundle, BundleName, SplitAlgorithm, SplitInput, SplitOutcome, TopicName,
-};
+use crate::bundle::{split_bundle, BundleName, SplitAlgorithm, SplitOutcome, TopicName};
 use crate::config::Settings;
 use crate::model::NamespaceEphemeralData;
 use crate::store::DynStore;
@@ -94,18 +92,11 @@ pub(crate) fn split_points(
         return Err(format!("{} does not serve {bundle}", sh.broker_id));
     }
     let settings = sh.settings();
-    let mut input = SplitInput {
-        max_msg_rate: settings.load_balancer_namespace_bundle_max_msg_rate as f64,
-        max_bandwidth_mbytes: settings.load_balancer_namespace_bundle_max_bandwidth_mbytes as f64,
-        flow_or_qps_difference_threshold_percentage: settings
-            .flow_or_qps_difference_threshold_percentage
-            as f64,
-        positions: positions
-            .iter()
-            .map(|p| crate::bundle::parse_hash(p).map_err(|e| format!("position {p}: {e}")))
-            .collect::<Result<_, _>>()?,
-        ..Default::default()
-    };
+    let mut input = crate::core::split::split_input(&settings);
+    input.positions = positions
+        .iter()
+        .map(|p| crate::bundle::parse_hash(p).map_err(|e| format!("position {p}: {e}")))
+        .collect::<Result<_, _>>()?;
     for (topic, traffic) in sh.host.bundle_topics(bundle) {
         let t = TopicName::parse(&topic)
             .map_err(|e| format!("the host reported topic {topic}: {e}"))?;

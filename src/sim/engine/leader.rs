@@ -22,8 +22,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::bundle::{
-    split_bundle, NamespaceBundles, NamespaceName, SplitInput, SplitOutcome, TopicName,
-    TopicTraffic,
+    split_bundle, NamespaceBundles, NamespaceName, SplitOutcome, TopicName, TopicTraffic,
 };
 use crate::core::leader::{
     Command, Event, FlushedNode, FlushedValue, Leader as Core, LoadedState, NamespaceBundlesInfo,
@@ -480,18 +479,7 @@ impl<'w> Sim<'w> {
             .ok_or_else(|| format!("no bundle {bundle}"))?;
         let b = &self.bundles[bi];
         let waves = self.wave(b.ns, t);
-        let mut input = SplitInput {
-            max_msg_rate: self.settings.load_balancer_namespace_bundle_max_msg_rate as f64,
-            max_bandwidth_mbytes: self
-                .settings
-                .load_balancer_namespace_bundle_max_bandwidth_mbytes
-                as f64,
-            flow_or_qps_difference_threshold_percentage: self
-                .settings
-                .flow_or_qps_difference_threshold_percentage
-                as f64,
-            ..Default::default()
-        };
+        let mut input = crate::core::split::split_input(&self.settings);
         for ti in &b.topics {
             let topic = &self.world.topics[*ti];
             let Ok(name) = TopicName::parse(&topic.name) else {
