@@ -7,6 +7,7 @@
 //! the record the core knew before (and asks for it to be read again after a conflict).
 
 use crate::core::placement::{assign_bundle, select_broker, PlacementContext};
+use crate::core::{Assignment, Skipped};
 use crate::model::records::{AssignmentCause, AssignmentState, BundleAssignment};
 
 use super::requests::Link;
@@ -405,17 +406,23 @@ impl Leader {
         self.write_record(record, RecordKind::Move, link)
     }
 
-    /// Places a bundle whose record's destination is gone.
-    fn reassign(&mut self, now: i64, bundle: &str, cause: AssignmentCause, why: &str) {
+    /// Placement's choice for an unowned bundle (preallocation, filters, strategy), drawing the next
+    /// placement stream.
+    pub(super) fn place(&mut self, bundle: &str) -> Result<Assignment, Skipped> {
         let mut rng = self.assignment_rng();
-        let placed = assign_bundle(
+        assign_bundle(
             &mut self.load,
             &self.settings,
             &self.policies,
             &mut self.strategies.placement,
             bundle,
             &mut rng,
-        );
+        )
+    }
+
+    /// Places a bundle whose record's destination is gone.
+    fn reassign(&mut self, now: i64, bundle: &str, cause: AssignmentCause, why: &str) {
+        let placed = self.place(bundle);
         match placed {
             Ok(a) if self.registered.contains(&a.broker) => {
                 self.start_move(

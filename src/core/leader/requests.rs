@@ -5,7 +5,6 @@ use crate::bundle::{
     parse_hash, split_bundle, BundleName, NamespaceName, SplitAlgorithm, SplitInput, SplitOutcome,
     TopicName,
 };
-use crate::core::placement::assign_bundle;
 use crate::model::records::{AssignmentCause, AssignmentState, LookupAnswer};
 
 use super::cycle::SplitRequest;
@@ -173,15 +172,7 @@ impl Leader {
         if !self.bundle_exists(bundle) {
             return Some(Err(format!("{bundle} is not a bundle of its namespace")));
         }
-        let mut rng = self.assignment_rng();
-        let placed = assign_bundle(
-            &mut self.load,
-            &self.settings,
-            &self.policies,
-            &mut self.strategies.placement,
-            bundle,
-            &mut rng,
-        );
+        let placed = self.place(bundle);
         match placed {
             Ok(a) => {
                 let link = Link::Request {
