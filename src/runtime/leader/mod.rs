@@ -80,6 +80,8 @@ struct Executor {
     wakes: BTreeSet<i64>,
     points_tx: mpsc::UnboundedSender<SplitPointsAnswer>,
     points_rx: mpsc::UnboundedReceiver<SplitPointsAnswer>,
+    /// The agent's effective settings; a change is handed to the core before the next event.
+    settings: tokio::sync::watch::Receiver<crate::config::Settings>,
 }
 
 /// The leader task: loads everything, then reacts to notifications and timers until leadership is lost.
@@ -128,12 +130,16 @@ async fn subscribe(sh: &AgentShared) -> Result<Streams, crate::store::Error> {
 
 impl Executor {
     fn new(sh: Arc<AgentShared>, election: Arc<LeaderElection>) -> Self {
-        let mut core = Core::new(&sh.broker_id, sh.settings(), sh.seed, sh.now_ms());
+        // Subscribed before reading, so no change between the two is missed.
+        let mut settings = sh.settings.subscribe();
+        let initial = settings.borrow_and_update().clone();
+        let mut core = Core::new(&sh.broker_id, initial, sh.seed, sh.now_ms());
         if !tracing::enabled!(tracing::Level::DEBUG) {
             core.set_log_level(Some(crate::core::leader::Level::Info));
         }
         let (points_tx, points_rx) = mpsc::unbounded_channel();
         Executor {
+            settings,
             sh,
             election,
             core,
@@ -149,10 +155,13 @@ impl Executor {
 
     /// Hands one event to the core and executes what it returns, feeding each write's outcome back first.
     async fn step(&mut self, event: Event) -> Step {
-        let settings = self.sh.settings();
-        if &settings != self.core.settings() {
-            let now = self.sh.now_ms();
-            self.core.handle(now, Event::Settings(Box::new(settings)));
+        // Only a change of the dynamic configuration costs a copy of the settings.
+        if self.settings.has_changed().unwrap_or(false) {
+            let settings = self.settings.borrow_and_update().clone();
+            if &settings != self.core.settings() {
+                let now = self.sh.now_ms();
+                self.core.handle(now, Event::Settings(Box::new(settings)));
+            }
         }
         let now = self.sh.now_ms();
         let mut queue: VecDeque<Command> = self.core.handle(now, event).into();
