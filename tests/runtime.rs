@@ -140,6 +140,30 @@ where
     }
 }
 
+/// Waits until the leader has skipped at least `n` registrations that are no brokers.
+async fn until_skipped(leader: &Node, n: u64, what: &str) {
+    eventually(what, Duration::from_secs(5), || async {
+        leader
+            .agent()
+            .metrics()
+            .malformed_reports
+            .load(Ordering::Relaxed)
+            >= n
+    })
+    .await;
+}
+
+/// Unloads the namespace and checks that every bundle landed on one of the agents (never on a bogus broker).
+async fn unload_lands_on_agents(store: &DynStore, nodes: &[Node]) {
+    admin::unload(store, NS, None, None, "test", Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(owners(store)
+        .await
+        .values()
+        .all(|o| nodes.iter().any(|n| n.id == *o)));
+}
+
 /// Bundle → owner, from the ownership nodes.
 async fn owners(store: &DynStore) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
@@ -732,15 +756,7 @@ async fn a_persistent_copy_of_a_report_is_no_broker() {
         )
         .await
         .unwrap();
-    eventually("the ghost counted", Duration::from_secs(5), || async {
-        leader
-            .agent()
-            .metrics()
-            .malformed_reports
-            .load(Ordering::Relaxed)
-            >= 1
-    })
-    .await;
+    until_skipped(leader, 1, "the ghost counted").await;
     for k in 0..16 {
         let found = nodes[1]
             .agent()
@@ -752,13 +768,7 @@ async fn a_persistent_copy_of_a_report_is_no_broker() {
             .unwrap();
         assert!(nodes.iter().any(|n| n.id == found.broker), "{found:?}");
     }
-    admin::unload(&store, NS, None, None, "test", Duration::from_secs(10))
-        .await
-        .unwrap();
-    assert!(owners(&store)
-        .await
-        .values()
-        .all(|o| nodes.iter().any(|n| n.id == *o)));
+    unload_lands_on_agents(&store, &nodes).await;
     for mut n in nodes {
         n.agent.take().unwrap().shutdown().await.unwrap();
     }
@@ -788,15 +798,7 @@ async fn malformed_reports_are_counted_and_skipped() {
         )
         .await
         .unwrap();
-    eventually("both counted", Duration::from_secs(5), || async {
-        leader
-            .agent()
-            .metrics()
-            .malformed_reports
-            .load(Ordering::Relaxed)
-            >= 2
-    })
-    .await;
+    until_skipped(leader, 2, "both counted").await;
     // The leader keeps working: lookups, moves and flushes go on.
     let found = nodes[1]
         .agent()
@@ -817,13 +819,7 @@ async fn malformed_reports_are_counted_and_skipped() {
     )
     .await;
     // The bogus brokers are never chosen.
-    admin::unload(&store, NS, None, None, "test", Duration::from_secs(10))
-        .await
-        .unwrap();
-    assert!(owners(&store)
-        .await
-        .values()
-        .all(|o| nodes.iter().any(|n| n.id == *o)));
+    unload_lands_on_agents(&store, &nodes).await;
     for mut n in nodes {
         n.agent.take().unwrap().shutdown().await.unwrap();
     }
