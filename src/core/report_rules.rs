@@ -63,15 +63,7 @@ impl ReportFigures {
 /// `W` of a host usage: what [`weighted_usage4`] gives for a report carrying this usage (same arithmetic, to the
 /// last bit).
 pub fn weighted_usage(usage: &SystemResourceUsage, settings: &Settings) -> f64 {
-    let report = LocalBrokerData {
-        cpu: usage.cpu,
-        memory: usage.memory,
-        direct_memory: usage.direct_memory,
-        bandwidth_in: usage.bandwidth_in,
-        bandwidth_out: usage.bandwidth_out,
-        ..Default::default()
-    };
-    weighted_usage4(&report, settings)
+    usage.max_resource_usage_with_weight(&crate::core::weights4(settings))
 }
 
 /// Why a report is due under Pulsar's rule ([`update_trigger`]).

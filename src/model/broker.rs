@@ -279,6 +279,27 @@ impl Default for LocalBrokerData {
     }
 }
 
+impl SystemResourceUsage {
+    fn weighted_percentages(&self, w: &ResourceWeights) -> [f64; 5] {
+        [
+            self.cpu.percent_usage() as f64 * w.cpu,
+            self.memory.percent_usage() as f64 * w.memory,
+            self.direct_memory.percent_usage() as f64 * w.direct_memory,
+            self.bandwidth_in.percent_usage() as f64 * w.bandwidth_in,
+            self.bandwidth_out.percent_usage() as f64 * w.bandwidth_out,
+        ]
+    }
+
+    /// `getMaxResourceUsageWithWeight` of these resources: max over resources of percent × weight, as a
+    /// fraction (÷ 100).
+    pub fn max_resource_usage_with_weight(&self, w: &ResourceWeights) -> f64 {
+        self.weighted_percentages(w)
+            .into_iter()
+            .fold(f64::NEG_INFINITY, f64::max)
+            / 100.0
+    }
+}
+
 impl LocalBrokerData {
     /// The unweighted maximum usage as a fraction (the serialised `maxResourceUsage`): the largest of the cpu,
     /// direct-memory, NIC-in and NIC-out percentages over 100. JVM heap is not a load item since Pulsar 3.0.
@@ -298,22 +319,24 @@ impl LocalBrokerData {
         (max / 100.0f32) as f64
     }
 
+    /// The five resources as a [`SystemResourceUsage`].
+    pub fn usage(&self) -> SystemResourceUsage {
+        SystemResourceUsage {
+            bandwidth_in: self.bandwidth_in,
+            bandwidth_out: self.bandwidth_out,
+            cpu: self.cpu,
+            memory: self.memory,
+            direct_memory: self.direct_memory,
+        }
+    }
+
     fn weighted_percentages(&self, w: &ResourceWeights) -> [f64; 5] {
-        [
-            self.cpu.percent_usage() as f64 * w.cpu,
-            self.memory.percent_usage() as f64 * w.memory,
-            self.direct_memory.percent_usage() as f64 * w.direct_memory,
-            self.bandwidth_in.percent_usage() as f64 * w.bandwidth_in,
-            self.bandwidth_out.percent_usage() as f64 * w.bandwidth_out,
-        ]
+        self.usage().weighted_percentages(w)
     }
 
     /// `getMaxResourceUsageWithWeight`: max over resources of percent × weight, as a fraction (÷ 100).
     pub fn max_resource_usage_with_weight(&self, w: &ResourceWeights) -> f64 {
-        self.weighted_percentages(w)
-            .into_iter()
-            .fold(f64::NEG_INFINITY, f64::max)
-            / 100.0
+        self.usage().max_resource_usage_with_weight(w)
     }
 
     /// `getMaxResourceUsageWithWeightWithinLimit`: as [`Self::max_resource_usage_with_weight`] but terms above
