@@ -25,7 +25,9 @@
 //! pass, for callers that want the exact Java sampling (for example before a flush, which in Pulsar also adds a
 //! sample).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::HashMap;
 
 use super::extensible::{BrokerLoadEma, EmaSettings, ExtensibleEma};
 use crate::config::Settings;

@@ -26,7 +26,9 @@
 //! boundaries to the owner. Children are unloaded when `loadBalancerAutoUnloadSplitBundlesEnabled` and the
 //! namespace-policy and anti-affinity checks of shedding allow moving the bundle.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::{HashMap, HashSet};
 
 use super::placement::{filters, PlacementContext};
 use super::plan::{Plan, Skipped, SplitDecision};
@@ -134,7 +136,7 @@ pub fn find_bundles_to_split(
         .filter(|ns| policies.bundle_count(ns).is_none())
         .collect();
     let known_per_ns = if unknown.is_empty() {
-        HashMap::new()
+        HashMap::default()
     } else {
         bundles_per_namespace(load, &unknown)
     };
@@ -234,7 +236,8 @@ fn bundles_per_namespace<'a>(
     load: &'a LoadData,
     namespaces: &BTreeSet<&str>,
 ) -> HashMap<&'a str, usize> {
-    let mut counts: HashMap<&'a str, usize> = HashMap::with_capacity(namespaces.len());
+    let mut counts: HashMap<&'a str, usize> =
+        HashMap::with_capacity_and_hasher(namespaces.len(), Default::default());
     for name in load.bundle_keys() {
         let ns = namespace_of(name);
         if namespaces.contains(ns) {
@@ -242,7 +245,7 @@ fn bundles_per_namespace<'a>(
         }
     }
     // Listed bundles without data (only reports edited in place have them) count once each.
-    let mut listed_only: HashSet<&str> = HashSet::new();
+    let mut listed_only: HashSet<&str> = HashSet::default();
     for (_, e) in load.brokers() {
         for b in e.local.last_stats.keys() {
             let ns = namespace_of(b);

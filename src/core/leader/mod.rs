@@ -58,7 +58,9 @@ mod io;
 mod moves;
 mod requests;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::HashMap;
 
 pub use io::{
     Answer, ClusterPolicyData, Command, Event, FlushedNode, FlushedValue, Level, LoadedState,
@@ -179,7 +181,7 @@ impl Leader {
             warned: BTreeSet::new(),
             ghost_owners: BTreeMap::new(),
             suspects: BTreeSet::new(),
-            flushed: HashMap::new(),
+            flushed: HashMap::default(),
             stored_bundle_data: BTreeSet::new(),
             stored_time_averages: BTreeSet::new(),
             status: LeaderStatus {

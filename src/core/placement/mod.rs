@@ -28,7 +28,9 @@ mod least_resource;
 pub use least_resource::{ExtensibleLeastResourceUsage, LeastResourceUsage};
 
 use std::cell::{Cell, OnceCell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 use std::rc::Rc;
 
 use rand::rngs::StdRng;

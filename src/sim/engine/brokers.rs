@@ -245,9 +245,7 @@ impl<'w> Sim<'w> {
     }
 
     pub(super) fn write_report(&mut self, b: usize, t: i64) {
-        let waves: Vec<f64> = (0..self.world.namespaces.len())
-            .map(|ns| self.wave(ns, t))
-            .collect();
+        let waves = self.waves(t).to_vec();
         let stats = self.brokers[b]
             .bundles
             .iter()

@@ -65,7 +65,9 @@
 //!   they move from the owner once it loaded them, as in a cluster.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+
+use foldhash::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering as AtomicOrdering};
 use std::time::Instant;
 
@@ -374,6 +376,9 @@ struct Sim<'w> {
     /// With a trace: every split.
     splits: Vec<SplitRecord>,
     now: i64,
+    /// Every namespace's wave multiplier at one instant: `(t, waves)`, computed at most once per instant
+    /// (report checks, report writes and samples at the same instant share it).
+    waves: std::cell::RefCell<(i64, Vec<f64>)>,
 }
 
 /// A bundle's key in a broker's [`Broker::set_hash`] (splitmix64 of its index: distinct sets collide with
@@ -396,7 +401,8 @@ impl<'w> Sim<'w> {
         let check_ms = ms(settings.report_check_interval());
         let n_ns = world.namespaces.len();
         let mut bundles = Vec::with_capacity(world.bundles.len());
-        let mut by_name = HashMap::with_capacity(world.bundles.len());
+        let mut by_name =
+            HashMap::with_capacity_and_hasher(world.bundles.len(), Default::default());
         let mut index: BTreeMap<(usize, u64), usize> = BTreeMap::new();
         for (i, b) in world.bundles.iter().enumerate() {
             let name = world.bundle_name(b);
@@ -489,7 +495,7 @@ impl<'w> Sim<'w> {
             store: SimStore::default(),
             notices: VecDeque::new(),
             unplaced: BTreeSet::new(),
-            lookups: HashMap::new(),
+            lookups: HashMap::default(),
             next_request: 0,
             electing: false,
             moves_dest: Vec::new(),
@@ -502,6 +508,7 @@ impl<'w> Sim<'w> {
             records: Vec::new(),
             splits: Vec::new(),
             now: 0,
+            waves: std::cell::RefCell::new((i64::MIN, Vec::new())),
         }
     }
 

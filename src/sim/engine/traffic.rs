@@ -18,8 +18,27 @@ pub(super) struct Ramp {
 const RAMP_STEP_MS: i64 = 30_000;
 
 impl<'w> Sim<'w> {
+    /// Every namespace's wave multiplier at `t` (1 without a wave), computed once per instant.
+    pub(super) fn waves(&self, t: i64) -> std::cell::Ref<'_, [f64]> {
+        {
+            let mut cache = self.waves.borrow_mut();
+            if cache.0 != t || cache.1.len() != self.world.namespaces.len() {
+                let (at, waves) = &mut *cache;
+                *at = t;
+                waves.clear();
+                waves.extend(
+                    self.world
+                        .namespaces
+                        .iter()
+                        .map(|n| n.wave.map_or(1.0, |w| w.at(t))),
+                );
+            }
+        }
+        std::cell::Ref::map(self.waves.borrow(), |(_, w)| w.as_slice())
+    }
+
     pub(super) fn wave(&self, ns: usize, t: i64) -> f64 {
-        self.world.namespaces[ns].wave.map_or(1.0, |w| w.at(t))
+        self.waves(t)[ns]
     }
 
     pub(super) fn broker_rates(&self, b: usize, t: i64) -> Rates {
@@ -27,10 +46,11 @@ impl<'w> Sim<'w> {
         if self.world.namespaces.iter().all(|n| n.wave.is_none()) {
             return br.total.clamped();
         }
+        let waves = self.waves(t);
         let mut r = Rates::default();
         for (ns, c) in br.ns_count.iter().enumerate() {
             if *c > 0 {
-                r.add_scaled(&br.ns_rates[ns], self.wave(ns, t));
+                r.add_scaled(&br.ns_rates[ns], waves[ns]);
             }
         }
         r.clamped()
