@@ -1,0 +1,75 @@
+//! Notifications: what a watch on a prefix delivers, in which order, to the writer's own session and to
+//! others, and that a watch sees nothing outside its prefix.
+
+use std::time::Duration;
+
+use crate::store::{CreateOptions, NotificationType};
+
+use super::{cleanup, expect_notifications, n, next_notification, prepare_root, Sessions};
+
+/// Pulsar's `notificationListeners` sequence, and prefix filtering.
+pub async fn notification_sequence(sessions: &dyn Sessions, root: &str) {
+    let writer = sessions.open().await;
+    let watcher = sessions.open().await;
+    prepare_root(&*writer, root).await;
+    let key = format!("{root}/key");
+    let child = format!("{key}/xx");
+    let mut all = watcher.watch(root).await.unwrap();
+    let mut only_other = watcher.watch(&format!("{root}/other")).await.unwrap();
+    let mut own = writer.watch(&key).await.unwrap();
+    writer
+        .put(&key, b"1", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    writer
+        .put(&key, b"2", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    writer
+        .put(&child, b"", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    writer.delete(&child, None).await.unwrap();
+    writer.delete(&key, None).await.unwrap();
+    let other = format!("{root}/other");
+    writer
+        .put(&other, b"", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    let expected = [
+        n(NotificationType::Created, &key),
+        n(NotificationType::ChildrenChanged, root),
+        n(NotificationType::Modified, &key),
+        n(NotificationType::Created, &child),
+        n(NotificationType::ChildrenChanged, &key),
+        n(NotificationType::Deleted, &child),
+        n(NotificationType::ChildrenChanged, &key),
+        n(NotificationType::Deleted, &key),
+        n(NotificationType::ChildrenChanged, root),
+        n(NotificationType::Created, &other),
+        n(NotificationType::ChildrenChanged, root),
+    ];
+    expect_notifications(&mut all, &expected, true).await;
+    // The writer's own store notifies it too, filtered to its prefix.
+    expect_notifications(
+        &mut own,
+        &expected[..8]
+            .iter()
+            .filter(|e| e.path != *root)
+            .cloned()
+            .collect::<Vec<_>>(),
+        true,
+    )
+    .await;
+    // A subscriber of a sibling prefix saw only its node.
+    assert_eq!(
+        next_notification(&mut only_other).await,
+        n(NotificationType::Created, &other)
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(only_other.try_next(), None);
+    assert_eq!(own.try_next(), None);
+    cleanup(&*writer, root).await;
+    writer.close().await.unwrap();
+    watcher.close().await.unwrap();
+}
