@@ -1,0 +1,139 @@
+//! Tests of building worlds: seeded generation, the timeline, bad references and limits, from a scenario and
+//! from a snapshot.
+
+use super::*;
+use crate::core::snapshot::Snapshot;
+use crate::runtime::synthetic::CostModel;
+use crate::sim::scenario::Scenario;
+
+fn scenario(text: &str) -> Scenario {
+    Scenario::from_json(text, "test").unwrap()
+}
+
+#[test]
+fn generation_is_seeded_and_gives_every_bundle_a_topic() {
+    let s = Scenario::built_in("skewed-start").unwrap();
+    let a = World::from_scenario(&s, 1).unwrap();
+    let b = World::from_scenario(&s, 1).unwrap();
+    let c = World::from_scenario(&s, 2).unwrap();
+    assert_eq!(a.topics, b.topics);
+    assert_ne!(
+        a.topics, c.topics,
+        "the Zipf ranks are shuffled by the seed"
+    );
+    assert_eq!(a.bundles.len(), 1000);
+    assert_eq!(a.brokers[0].id, "broker-01:8080");
+    assert_eq!(a.brokers[9].id, "broker-10:8080");
+    let mut per_bundle = vec![0usize; a.bundles.len()];
+    let mut total_in = 0.0;
+    for t in &a.topics {
+        let ns = &a.namespaces[t.ns];
+        let r = ns.bundles.find(t.hash);
+        let i = a
+            .bundles
+            .iter()
+            .position(|b| b.ns == t.ns && b.range == r)
+            .unwrap();
+        per_bundle[i] += 1;
+        total_in += t.base.rate_in;
+    }
+    assert!(per_bundle.iter().all(|c| *c >= 1));
+    assert!((total_in - 182_000.0).abs() < 1e-6, "{total_in}");
+    let owners: std::collections::BTreeSet<usize> =
+        a.bundles.iter().filter_map(|b| b.owner).collect();
+    assert_eq!(owners.into_iter().collect::<Vec<_>>(), [0, 1, 2]);
+}
+
+#[test]
+fn timeline_restarts_spikes_and_ramps() {
+    let s = scenario(
+        r#"{"name":"t","durationMinutes":30,"brokers":[{"count":3},{"count":1,"name":"late-{i}","joinAtMinute":5}],
+            "namespaces":[{"name":"t/n-{i}","count":2,"bundles":4,"msgRateIn":1000}],
+            "events":[{"kind":"restart","atMinute":2,"everyMinutes":3,"downSeconds":30},
+                      {"kind":"cpuSpike","atMinute":1,"broker":"broker-02","points":40,"durationSeconds":90,"everyMinutes":10},
+                      {"kind":"traffic","atMinute":4,"namespace":"t/n-01","bundle":"0x40000000_0x80000000","factor":3},
+                      {"kind":"stop","atMinute":20,"brokers":["late-01:8080"],"graceful":false}]}"#,
+    );
+    let w = World::from_scenario(&s, 0).unwrap();
+    assert_eq!(w.brokers[3].id, "late-01:8080");
+    assert_eq!(w.brokers[3].join_ms, 300_000);
+    let restarts: Vec<(i64, usize)> = w
+        .events
+        .iter()
+        .filter_map(|(t, e)| match e {
+            WorldEvent::Restart { broker, down_ms } => {
+                assert_eq!(*down_ms, 30_000);
+                Some((*t, *broker))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(restarts, [(120_000, 0), (300_000, 1), (480_000, 2)]);
+    assert_eq!(w.spikes.len(), 3);
+    assert_eq!(w.spikes[1].start_ms, 660_000);
+    assert_eq!(w.spikes[1].end_ms, 750_000);
+    let ramp = w
+        .events
+        .iter()
+        .find_map(|(_, e)| match e {
+            WorldEvent::Ramp { topics, .. } => Some(topics.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(!ramp.is_empty());
+    assert!(ramp
+        .iter()
+        .all(|t| w.topics[*t].ns == 1 && (0x4000_0000..0x8000_0000).contains(&w.topics[*t].hash)));
+    assert!(matches!(
+        w.events.last().unwrap().1,
+        WorldEvent::Stop {
+            broker: 3,
+            graceful: false
+        }
+    ));
+}
+
+#[test]
+fn bad_references_are_errors() {
+    let bad = scenario(
+        r#"{"name":"t","durationMinutes":3,"brokers":[{"count":2}],"namespaces":[],
+            "events":[{"kind":"stop","atMinute":1,"brokers":["broker-09"]}]}"#,
+    );
+    assert!(World::from_scenario(&bad, 0)
+        .unwrap_err()
+        .to_string()
+        .contains("unknown broker broker-09"));
+    let late = scenario(
+        r#"{"name":"t","durationMinutes":3,"brokers":[{"count":2,"joinAtMinute":1}],"namespaces":[]}"#,
+    );
+    assert!(World::from_scenario(&late, 0).is_err());
+}
+
+#[test]
+fn a_spike_repeated_too_often_and_a_too_long_snapshot_run_are_errors() {
+    let often = scenario(
+        r#"{"name":"t","durationMinutes":525600,"brokers":[{"count":1}],"namespaces":[],
+            "events":[{"kind":"cpuSpike","atMinute":0,"broker":"broker-01","points":10,"durationSeconds":1,"everyMinutes":0.01}]}"#,
+    );
+    assert_eq!(
+        World::from_scenario(&often, 0).unwrap_err().to_string(),
+        "scenario t: cpuSpike on broker-01 everyMinutes 0.01 repeats 52560000 times, above the limit of 1000000"
+    );
+    let mut long =
+        scenario(r#"{"name":"t","durationMinutes":1,"brokers":[{"count":1}],"namespaces":[]}"#);
+    long.duration_minutes = 1e12;
+    assert!(World::from_scenario(&long, 0)
+        .unwrap_err()
+        .to_string()
+        .contains("durationMinutes 1000000000000 is above the limit of 525600 minutes"));
+    let snap = Snapshot::from_json(include_str!("../../../examples/snapshot.json")).unwrap();
+    let e = World::from_snapshot(&snap, "s", 6e5, CostModel::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        e,
+        "scenario s: the simulated length 600000 is above the limit of 525600 minutes (365 days)"
+    );
+    assert!(World::from_snapshot(&snap, "s", 60.0, CostModel::default()).is_ok());
+}
