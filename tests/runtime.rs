@@ -834,14 +834,29 @@ async fn a_cut_off_leader_stops_and_a_cut_off_owner_stops_serving() {
     let leader = leader_id(&store).await.unwrap();
     let li = nodes.iter().position(|n| n.id == leader).unwrap();
     let served_before = nodes[li].host.served();
+    let cut = tokio::time::Instant::now();
     nodes[li].memory.disconnect();
-    // It stops acting as leader at once.
+    // A lost connection alone costs no leadership: it leads while its session can be alive on the server
+    // (9/10 of the 2 s session timeout), and its hosts serve under leases of that session until then.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert!(
+        nodes[li].agent().is_leader(),
+        "still leading 1 s into a 2 s session"
+    );
+    assert_eq!(nodes[li].host.served(), served_before);
+    // Then it stops leading, and its leases lapse at 1.8 s, before the session expires (2 s) and another
+    // broker can take a bundle.
     eventually(
         "old leader stops leading",
-        Duration::from_millis(200),
+        Duration::from_millis(1_000),
         || async { !nodes[li].agent().is_leader() },
     )
     .await;
+    assert!(cut.elapsed() < Duration::from_millis(2_000));
+    assert!(
+        nodes[li].host.served().is_empty(),
+        "no bundle served past the lease"
+    );
     // Its session expires: another broker leads, its bundles are owned by others, and it serves nothing.
     eventually("a new leader", Duration::from_secs(5), || async {
         leader_id(&store).await.is_some_and(|l| l != leader)

@@ -724,3 +724,135 @@ async fn zk_expire_session_is_prompt_and_does_not_flap() {
     )
     .await;
 }
+
+/// The outages a store restart may last, as fractions of the session timeout, and how long the test's
+/// session is.
+const OUTAGES: [f64; 3] = [0.25, 0.5, 0.75];
+const RIDE_OUT_SESSION: Duration = Duration::from_secs(6);
+
+/// Kills the server, keeps it down so that kill → serving again lasts about `fraction` of the session
+/// timeout (`startup`: how long a restart takes to serve), restarts it, and checks that the session rode it
+/// out: `ConnectionLost`, `Reconnected`, nothing else, the same session and its ephemeral still there.
+/// Returns (outage, reconnected after the server served again).
+async fn ride_out_restart(
+    store: &DynStore,
+    fraction: f64,
+    startup: &mut Duration,
+    kill: &mut dyn FnMut(),
+    restart: &mut dyn FnMut(),
+) -> (Duration, Duration) {
+    let mut events = store.session_events();
+    let before = store
+        .get("/ride/eph")
+        .await
+        .unwrap()
+        .expect("ephemeral")
+        .stat;
+    let validity = store.session_validity();
+    let t0 = Instant::now();
+    kill();
+    let target = RIDE_OUT_SESSION.mul_f64(fraction);
+    tokio::time::sleep(target.saturating_sub(*startup)).await;
+    let t1 = Instant::now();
+    restart();
+    // Restarts get slower as the data grows: aim the next one with the slowest seen.
+    *startup = (*startup).max(t1.elapsed());
+    let outage = t0.elapsed();
+    let seen = wait_session_event(&mut events, WAIT, |e| e == SessionEvent::Reconnected).await;
+    let reconnect = t0.elapsed().saturating_sub(outage);
+    eprintln!(
+        "{}: outage {:.2} s ({:.0} % of the session), reconnected {} ms after the server served again",
+        store.address(),
+        outage.as_secs_f64(),
+        100.0 * outage.as_secs_f64() / RIDE_OUT_SESSION.as_secs_f64(),
+        reconnect.as_millis()
+    );
+    assert!(
+        outage < RIDE_OUT_SESSION.mul_f64(0.8),
+        "the restart took too long for the check ({outage:?})"
+    );
+    assert_eq!(
+        seen,
+        vec![SessionEvent::ConnectionLost, SessionEvent::Reconnected],
+        "an outage of {outage:?} must cost no session"
+    );
+    assert!(
+        validity.is_valid(),
+        "leases of the session stay valid across the outage"
+    );
+    let after = store
+        .get("/ride/eph")
+        .await
+        .unwrap()
+        .expect("ephemeral kept");
+    assert_eq!(after.stat.creation_revision, before.creation_revision);
+    assert!(after.stat.created_by_self);
+    (outage, reconnect)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_restarts_shorter_than_the_session_cost_no_session() {
+    let mut server = ZkServer::start();
+    let zk = Arc::new(
+        ZkStore::connect(&server.address(), None, options(RIDE_OUT_SESSION))
+            .await
+            .unwrap(),
+    );
+    let session = zk.session_id();
+    let store: DynStore = zk.clone();
+    store
+        .put("/ride/eph", b"mine", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap();
+    // A restart's startup (JVM), measured once.
+    let t = Instant::now();
+    server.restart();
+    let mut startup = t.elapsed();
+    wait_until_connected(&store).await;
+    let server = std::sync::Mutex::new(server);
+    for fraction in OUTAGES {
+        ride_out_restart(
+            &store,
+            fraction,
+            &mut startup,
+            &mut || server.lock().unwrap().kill(),
+            &mut || server.lock().unwrap().restart(),
+        )
+        .await;
+        assert_eq!(zk.session_id(), session, "same session");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_restarts_shorter_than_the_session_cost_no_session() {
+    let mut server = EtcdServer::start();
+    let store = connect(&server.url(), RIDE_OUT_SESSION).await;
+    store
+        .put("/ride/eph", b"mine", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap();
+    let t = Instant::now();
+    server.restart();
+    let mut startup = t.elapsed();
+    wait_until_connected(&store).await;
+    let server = std::sync::Mutex::new(server);
+    for fraction in OUTAGES {
+        ride_out_restart(
+            &store,
+            fraction,
+            &mut startup,
+            &mut || server.lock().unwrap().kill(),
+            &mut || server.lock().unwrap().restart(),
+        )
+        .await;
+    }
+}
+
+/// Waits until the store answers again after a restart used for measuring.
+async fn wait_until_connected(store: &DynStore) {
+    let start = Instant::now();
+    while !(store.is_connected() && store.get("/ride/eph").await.is_ok()) {
+        assert!(start.elapsed() < WAIT, "the store did not come back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

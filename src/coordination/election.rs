@@ -207,9 +207,24 @@ impl Shared {
         });
     }
 
+    /// Whether this holder leads and its session can still be alive on the server: a lost connection alone
+    /// does not end leadership (the leader's writes are fenced by the store, and a store blip must not cost
+    /// the cluster its leader); the session's deadline or loss does.
+    fn keeps_leading(&self) -> bool {
+        *self.state.borrow() == LeaderState::Leading && self.store.session_validity().is_valid()
+    }
+
     /// One election round.
     async fn elect(&self) -> Result<()> {
         if !self.store.is_connected() {
+            if self.keeps_leading() {
+                // Confirmed once the connection is back (the round after `Reconnected`).
+                return Err(Error::ConnectionLost {
+                    address: self.store.address(),
+                    operation: format!("confirm the leader node {}", self.path),
+                    reason: "disconnected".into(),
+                });
+            }
             self.set(LeaderState::NoLeader);
             return Ok(());
         }
@@ -228,6 +243,10 @@ impl Shared {
                 });
                 self.set(LeaderState::Following(leader));
                 Ok(())
+            }
+            Err(e) if e.is_transient() && self.keeps_leading() => {
+                tracing::warn!(path = %self.path, "confirming leadership failed ({e}); still leading while the session can be alive");
+                Err(e)
             }
             Err(e) => {
                 tracing::warn!(path = %self.path, "election failed: {e}");
@@ -273,9 +292,15 @@ async fn run(
             },
             e = events.next() => match e {
                 None => return,
-                Some(SessionEvent::ConnectionLost | SessionEvent::SessionLost) => {
+                Some(SessionEvent::ConnectionLost) => {
                     if *shared.state.borrow() == LeaderState::Leading {
-                        tracing::warn!(path = %shared.path, "cut off from the store: no longer acting as leader");
+                        tracing::warn!(path = %shared.path, "connection to the store lost: still leading while the session can be alive (writes are fenced)");
+                    }
+                    false
+                }
+                Some(SessionEvent::SessionLost) => {
+                    if *shared.state.borrow() == LeaderState::Leading {
+                        tracing::warn!(path = %shared.path, "the store session is lost: no longer acting as leader");
                     }
                     shared.set(LeaderState::NoLeader);
                     false

@@ -12,9 +12,12 @@
 //!   unique per holder, e.g. contain the broker id);
 //! * present otherwise (or persistent) → someone else holds it.
 //!
-//! Holders re-check on every notification for their path and session event. A leader stops acting at once
-//! when its store reports `ConnectionLost` or `SessionLost` (so it stops before the server can expire its
-//! session and let another leader in), and resumes only after confirming the node is still its own.
+//! Holders re-check on every notification for their path and session event. A lost connection alone does not
+//! end leadership: the leader keeps acting while its session can still be alive on the server (its
+//! [`SessionValidity`](crate::store::SessionValidity); its writes are fenced anyway), so a store blip costs no
+//! leader. It stops at once when its store declares the session lost (9/10 of the session timeout after the
+//! server last answered, before the server can expire the session and let another leader in), and after a
+//! reconnection it confirms the node is still its own.
 //!
 //! Fenced writes ([`LeaderElection::fenced_batch`], [`ResourceLock::fenced_batch`]) prepend an
 //! [`Op::Check`](crate::store::Op::Check) of the held node to a batch, so the store applies it only while

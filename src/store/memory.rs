@@ -14,9 +14,11 @@
 //! # Faults on demand
 //!
 //! * [`MemoryStore::disconnect`] / [`MemoryStore::reconnect`] simulate a network cut: calls fail with
-//!   [`Error::Unavailable`], `ConnectionLost` is emitted, and if the cut lasts the session timeout (tokio
-//!   time) the session expires: its ephemerals are deleted and `SessionLost` is emitted; `reconnect` then
-//!   opens a new session, re-creates the ephemerals and emits `Reconnected`, `SessionReestablished`.
+//!   [`Error::Unavailable`], `ConnectionLost` is emitted; if the cut lasts 9/10 of the session timeout
+//!   (tokio time) the session counts as lost, as a real client's would (its [`SessionValidity`] ends,
+//!   `SessionLost` is emitted), and at the whole timeout it expires as on a server (its ephemerals are
+//!   deleted); `reconnect` after the loss opens a new session, re-creates the ephemerals and emits
+//!   `Reconnected`, `SessionReestablished`. While connected the session's validity has no deadline.
 //! * [`MetadataStore::expire_session`] expires the session at once (`SessionLost`, ephemerals deleted,
 //!   `SessionReestablished` with the ephemerals re-created).
 //!
@@ -31,10 +33,11 @@ use tokio::time::Instant;
 
 use super::fanout::{node_change, Fanout};
 use super::path::{join, parent_or_root, sequence_suffix};
+use super::validity::{lost_after, Term};
 use super::{
     validate_path, Backend, CreateOptions, Error, GetResult, MetadataStore, Notification,
     NotificationStream, NotificationType, Op, OpResult, Result, SessionEvent, SessionEventStream,
-    Stat, StoreOptions, CREATE_ONLY,
+    SessionValidity, Stat, StoreOptions, CREATE_ONLY,
 };
 
 #[derive(Debug, Clone)]
@@ -152,6 +155,9 @@ struct SessionState {
     closed: bool,
     /// Ephemerals this store created and has not deleted: re-created in a new session.
     ephemerals: BTreeMap<String, Vec<u8>>,
+    /// The current term: no deadline while connected; during a cut, 9/10 of the session timeout after it
+    /// began (the expiry comes at the whole timeout).
+    term: Arc<Term>,
 }
 
 #[derive(Debug)]
@@ -222,6 +228,7 @@ impl MemoryStore {
                 lost: false,
                 closed: false,
                 ephemerals: BTreeMap::new(),
+                term: Term::new(None),
             }),
             notifications: Fanout::default(),
             events: Fanout::default(),
@@ -249,29 +256,47 @@ impl MemoryStore {
             }
             st.connected = false;
             st.disconnected_at = Some(Instant::now());
+            st.term.acknowledged(Instant::now());
+            st.term
+                .set_lifetime(Some(lost_after(self.session.options.session_timeout)));
             (st.id, self.session.options.session_timeout)
         };
         self.session.events.send(&SessionEvent::ConnectionLost);
         let weak = Arc::downgrade(&self.session);
         tokio::spawn(async move {
-            tokio::time::sleep(timeout).await;
+            // The client's side first: at 9/10 of the timeout the session counts as lost (its term ends, its
+            // leases lapse, `SessionLost`); the server's side at the whole timeout (its ephemerals go).
+            let declared = lost_after(timeout);
+            tokio::time::sleep(declared).await;
             let Some(session) = weak.upgrade() else {
                 return;
             };
-            let expired = {
+            let lost = {
                 let mut st = session.state.lock().unwrap();
                 if st.connected || st.closed || st.id != id || st.lost {
                     false
                 } else {
                     st.lost = true;
+                    st.term.end();
                     true
                 }
+            };
+            if !lost {
+                return;
+            }
+            session.events.send(&SessionEvent::SessionLost);
+            drop(session);
+            tokio::time::sleep(timeout.saturating_sub(declared)).await;
+            let Some(session) = weak.upgrade() else {
+                return;
+            };
+            let expired = {
+                let st = session.state.lock().unwrap();
+                !st.connected && !st.closed && st.id == id
             };
             if expired {
                 let mut data = session.shared.data.lock().unwrap();
                 session.shared.delete_ephemerals(&mut data, id);
-                drop(data);
-                session.events.send(&SessionEvent::SessionLost);
             }
         });
     }
@@ -285,6 +310,7 @@ impl MemoryStore {
             }
             st.connected = true;
             st.disconnected_at = None;
+            st.term.set_lifetime(None);
             std::mem::take(&mut st.lost)
         };
         if lost {
@@ -410,6 +436,8 @@ impl Session {
         let old = st.id;
         data.next_session += 1;
         st.id = data.next_session - 1;
+        st.term.end();
+        st.term = Term::new(None);
         let new = st.id;
         let ephemerals = st.ephemerals.clone();
         drop(st);
@@ -451,6 +479,7 @@ impl Session {
                 return;
             }
             st.closed = true;
+            st.term.end();
             st.id
         };
         let mut data = self.shared.data.lock().unwrap();
@@ -750,6 +779,10 @@ impl MetadataStore for MemoryStore {
         st.connected && !st.closed && !st.lost
     }
 
+    fn session_validity(&self) -> SessionValidity {
+        SessionValidity::of(&self.session.state.lock().unwrap().term)
+    }
+
     async fn expire_session(&self) -> Result<()> {
         let (connected, id) = {
             let st = self.session.state.lock().unwrap();
@@ -763,6 +796,7 @@ impl MetadataStore for MemoryStore {
             let mut st = self.session.state.lock().unwrap();
             if !st.lost {
                 st.lost = true;
+                st.term.end();
                 drop(st);
                 let mut data = self.session.shared.data.lock().unwrap();
                 self.session.shared.delete_ephemerals(&mut data, id);
@@ -771,6 +805,7 @@ impl MetadataStore for MemoryStore {
             }
             return Ok(());
         }
+        self.session.state.lock().unwrap().term.end();
         {
             let mut data = self.session.shared.data.lock().unwrap();
             self.session.shared.delete_ephemerals(&mut data, id);

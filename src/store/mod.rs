@@ -41,6 +41,7 @@ mod path;
 mod reach;
 mod session;
 mod url;
+mod validity;
 pub mod zookeeper;
 
 use std::fmt;
@@ -56,6 +57,7 @@ use tokio::sync::mpsc;
 pub use ext::MetadataStoreExt;
 pub use path::{parent, validate_path};
 pub use url::StoreUrl;
+pub use validity::SessionValidity;
 
 /// Result alias of the store layer.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -748,6 +750,10 @@ pub trait MetadataStore: Send + Sync + fmt::Debug {
 
     /// Whether the store currently believes it is connected with a live session.
     fn is_connected(&self) -> bool;
+
+    /// The validity of the current session term: whether the server may have expired the session by now,
+    /// answered from the clock (see [`SessionValidity`]). Ownership leases handed to hosts are built on it.
+    fn session_validity(&self) -> SessionValidity;
 
     /// Ends the current session as a server-side expiry would (its ephemerals are deleted), then establishes a
     /// new one and re-creates this store's ephemerals: `SessionLost` then `SessionReestablished`. For tests,

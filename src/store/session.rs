@@ -4,12 +4,17 @@
 //!
 //! # Contract
 //!
-//! * **The deadline rule.** A session counts as lost [`lost_after`] (5/6 of the session timeout, in whole
+//! * **The deadline rule.** A session counts as lost [`lost_after`] (9/10 of the session timeout, in whole
 //!   milliseconds, rounded down) after the *send time* of the last request the server answered within the
 //!   session (a ZooKeeper probe, an etcd keep-alive the server acknowledged with a live lease): the server
-//!   heard from the session after that moment, so it cannot expire it before that moment + the timeout, and a
-//!   broker cut off from the store hears `SessionLost` at least 1/6 of the timeout before the server can hand
-//!   its ephemerals to someone else. [`SessionState::acknowledged`] only ever moves that moment forward.
+//!   heard from the session after that moment, so it cannot expire it before that moment + the timeout.
+//!   Hosts stop serving at that instant through their leases ([`SessionValidity`], read from the clock, not
+//!   from this type's events), so a broker cut off from the store has stopped at least 1/10 of the timeout
+//!   before the server can hand its ephemerals to someone else. [`SessionState::acknowledged`] only ever
+//!   moves that moment forward.
+//! * **Terms.** Every session the store establishes (or finds again after declaring it lost) is a new term
+//!   with its own [`SessionValidity`]; declaring the session lost ends the term, and with it every handle
+//!   taken in it.
 //! * **Events, once per change.** `ConnectionLost` is sent when the store goes from connected to
 //!   disconnected, `SessionLost` when it first declares the session lost, `Reconnected` when it is connected
 //!   again (followed by `SessionReestablished` if `SessionLost` was sent meanwhile); repeated reports of the
@@ -21,20 +26,15 @@
 //! (see the session sections of `zookeeper` and `etcd`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::fanout::Fanout;
+pub(crate) use super::validity::lost_after;
+use super::validity::{SessionValidity, Term};
 use super::{SessionEvent, SessionEventStream};
-
-/// How long after the send time of the last acknowledged request the session counts as lost: 5/6 of
-/// `timeout`, in whole milliseconds (rounded down).
-pub(crate) fn lost_after(timeout: Duration) -> Duration {
-    let millis = timeout.as_millis() * 5 / 6;
-    Duration::from_millis(u64::try_from(millis).unwrap_or(u64::MAX))
-}
 
 /// Connection and session flags of one store, with the subscribers of its session events; see the module
 /// docs.
@@ -43,18 +43,43 @@ pub(crate) struct SessionState {
     events: Fanout<SessionEvent>,
     connected: AtomicBool,
     lost: AtomicBool,
-    /// Send time of the last request the server answered in the current session.
-    acknowledged: Mutex<Instant>,
+    /// The current term: the send time of the last request the server answered in it, its deadline, and
+    /// whether it ended.
+    term: Mutex<Arc<Term>>,
 }
 
 impl SessionState {
-    /// A state that starts `connected` (or not), with the session not lost and the last acknowledgement now.
+    /// A state that starts `connected` (or not), with the session not lost, the last acknowledgement now and
+    /// no deadline until [`SessionState::set_timeout`].
     pub(crate) fn new(connected: bool) -> SessionState {
         SessionState {
             events: Fanout::default(),
             connected: AtomicBool::new(connected),
             lost: AtomicBool::new(false),
-            acknowledged: Mutex::new(Instant::now()),
+            term: Mutex::new(Term::new(None)),
+        }
+    }
+
+    fn term(&self) -> Arc<Term> {
+        self.term.lock().unwrap().clone()
+    }
+
+    /// Sets the session timeout the deadline follows (the negotiated one; [`lost_after`] of it).
+    pub(crate) fn set_timeout(&self, timeout: Duration) {
+        self.term().set_lifetime(Some(lost_after(timeout)));
+    }
+
+    /// The validity of the current term (see [`SessionValidity`]).
+    pub(crate) fn validity(&self) -> SessionValidity {
+        SessionValidity::of(&self.term())
+    }
+
+    /// Starts a new term, acknowledged now, with the lifetime of the last one, unless the current one is
+    /// still running.
+    fn renew_term(&self) {
+        let mut term = self.term.lock().unwrap();
+        if term.is_ended() {
+            *term = Term::new(term.lifetime());
         }
     }
 
@@ -81,8 +106,7 @@ impl SessionState {
     /// The server answered a request sent at `sent`; an earlier send time than the one recorded changes
     /// nothing.
     pub(crate) fn acknowledged(&self, sent: Instant) {
-        let mut last = self.acknowledged.lock().unwrap();
-        *last = (*last).max(sent);
+        self.term().acknowledged(sent);
     }
 
     /// The server answered just now (the session was established or found again on a new connection).
@@ -92,12 +116,12 @@ impl SessionState {
 
     /// When the session counts as lost if nothing more is acknowledged (see [`lost_after`]).
     pub(crate) fn lost_at(&self, timeout: Duration) -> Instant {
-        *self.acknowledged.lock().unwrap() + lost_after(timeout)
+        self.term().last_acknowledged() + lost_after(timeout)
     }
 
     /// The time since the last acknowledgement, if it has reached [`lost_after`] of `timeout`.
     pub(crate) fn overdue(&self, timeout: Duration) -> Option<Duration> {
-        let since = self.acknowledged.lock().unwrap().elapsed();
+        let since = self.term().last_acknowledged().elapsed();
         (since >= lost_after(timeout)).then_some(since)
     }
 
@@ -110,8 +134,10 @@ impl SessionState {
         was
     }
 
-    /// The session is declared lost: sends `SessionLost` and returns true unless it was already.
+    /// The session is declared lost: ends the term (every validity taken in it turns invalid at once), sends
+    /// `SessionLost` and returns true unless it was already.
     pub(crate) fn session_lost(&self) -> bool {
+        self.term().end();
         let first = !self.lost.swap(true, Ordering::SeqCst);
         if first {
             self.events.send(&SessionEvent::SessionLost);
@@ -127,10 +153,13 @@ impl SessionState {
     }
 
     /// A connection is back in the same session: sends `Reconnected` and returns true if the store was
-    /// disconnected, followed by `SessionReestablished` if `SessionLost` was sent meanwhile.
+    /// disconnected, followed by `SessionReestablished` (and a new term) if `SessionLost` was sent meanwhile.
     pub(crate) fn reconnected(&self) -> bool {
         let was_down = !self.connected.swap(true, Ordering::SeqCst);
         if was_down {
+            if self.lost.load(Ordering::SeqCst) {
+                self.renew_term();
+            }
             self.events.send(&SessionEvent::Reconnected);
             if self.lost.swap(false, Ordering::SeqCst) {
                 self.events.send(&SessionEvent::SessionReestablished);
@@ -139,14 +168,18 @@ impl SessionState {
         was_down
     }
 
-    /// A new session is in place: connected, not lost (no event; see [`SessionState::reestablished`]).
+    /// A new session is in place: connected, not lost, a new term if the last one ended (no event; see
+    /// [`SessionState::reestablished`]).
     pub(crate) fn mark_up(&self) {
+        self.renew_term();
         self.connected.store(true, Ordering::SeqCst);
         self.lost.store(false, Ordering::SeqCst);
     }
 
-    /// The store lets go of its connection (it is closed; no event).
+    /// The store lets go of its connection (it is closed; no event). The term ends: nothing of this session
+    /// can be trusted any more.
     pub(crate) fn mark_down(&self) {
+        self.term().end();
         self.connected.store(false, Ordering::SeqCst);
     }
 
@@ -165,40 +198,23 @@ mod tests {
         std::iter::from_fn(|| stream.try_next()).collect()
     }
 
-    #[test]
-    fn lost_after_is_five_sixths_in_whole_milliseconds() {
-        assert_eq!(
-            lost_after(Duration::from_secs(6)),
-            Duration::from_millis(5000)
-        );
-        assert_eq!(
-            lost_after(Duration::from_secs(2)),
-            Duration::from_millis(1666)
-        );
-        assert_eq!(
-            lost_after(Duration::from_millis(5000)),
-            Duration::from_millis(4166)
-        );
-        assert_eq!(lost_after(Duration::ZERO), Duration::ZERO);
-    }
-
     #[tokio::test(start_paused = true)]
     async fn the_deadline_counts_from_the_latest_acknowledged_send_time() {
         let s = SessionState::new(true);
         let start = Instant::now();
-        let timeout = Duration::from_secs(6);
-        assert_eq!(s.lost_at(timeout), start + Duration::from_secs(5));
+        let timeout = Duration::from_secs(10);
+        assert_eq!(s.lost_at(timeout), start + Duration::from_secs(9));
         s.acknowledged(start + Duration::from_secs(2));
-        assert_eq!(s.lost_at(timeout), start + Duration::from_secs(7));
+        assert_eq!(s.lost_at(timeout), start + Duration::from_secs(11));
         // An answer to an older request does not move the deadline back.
         s.acknowledged(start + Duration::from_secs(1));
-        assert_eq!(s.lost_at(timeout), start + Duration::from_secs(7));
-        tokio::time::advance(Duration::from_millis(6999)).await;
+        assert_eq!(s.lost_at(timeout), start + Duration::from_secs(11));
+        tokio::time::advance(Duration::from_millis(10999)).await;
         assert_eq!(s.overdue(timeout), None);
         tokio::time::advance(Duration::from_millis(1)).await;
-        assert_eq!(s.overdue(timeout), Some(Duration::from_secs(5)));
+        assert_eq!(s.overdue(timeout), Some(Duration::from_secs(9)));
         s.acknowledged_now();
-        assert_eq!(s.lost_at(timeout), start + Duration::from_secs(12));
+        assert_eq!(s.lost_at(timeout), start + Duration::from_secs(20));
     }
 
     #[test]
@@ -222,11 +238,19 @@ mod tests {
     fn a_long_outage_in_the_same_session_ends_with_session_reestablished() {
         let s = SessionState::new(true);
         let mut events = s.subscribe();
+        let before = s.validity();
         s.connection_lost();
+        assert!(before.is_valid(), "a lost connection alone ends no term");
         assert!(s.session_lost());
         assert!(!s.session_lost());
+        assert!(!before.is_valid() && !s.validity().is_valid());
         s.reconnected();
         assert!(s.is_up());
+        assert!(!before.is_valid(), "the old term stays ended");
+        assert!(
+            s.validity().is_valid(),
+            "the session found again is a new term"
+        );
         assert_eq!(
             drain(&mut events),
             [

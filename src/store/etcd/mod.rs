@@ -35,13 +35,14 @@
 //! reported as [`Error::ConnectionLost`](crate::store::Error::ConnectionLost).
 //!
 //! Session events: a failed keep-alive is `ConnectionLost`; a renewal after it is `Reconnected`; the server
-//! saying the lease is gone, or 5/6 of the TTL passing since the last renewal the server acknowledged, is
+//! saying the lease is gone, or 9/10 of the TTL passing since the last renewal the server acknowledged, is
 //! `SessionLost`; the store then grants a new lease, re-creates its ephemerals on it and emits
-//! `SessionReestablished`. The 5/6 are counted by a timer of their own from the moment the acknowledged
-//! keep-alive request was *sent* (the server renewed the lease after that, so it cannot expire it before
-//! that moment + TTL), whatever the keep-alive stream or an endpoint switch is doing at the time: a broker
-//! cut off from etcd hears `SessionLost` at least TTL/6 before the server can hand its ephemerals to someone
-//! else (a partitioned broker stops serving its bundles in that margin).
+//! `SessionReestablished`. Keep-alives go out every TTL/15; while disconnected a new stream is tried every
+//! TTL/20 on a fresh connection. The 9/10 are counted by a timer of their own from the moment the
+//! acknowledged keep-alive request was *sent* (the server renewed the lease after that, so it cannot expire
+//! it before that moment + TTL), whatever the keep-alive stream or an endpoint switch is doing at the time;
+//! hosts stop serving at that deadline through their leases ([`crate::store::SessionValidity`]), at least
+//! TTL/10 before the server can hand the store's ephemerals to someone else.
 //! The flags, the deadline rule and the events are those of `store::session::SessionState`, which
 //! the ZooKeeper backend shares.
 //!
@@ -223,6 +224,10 @@ impl MetadataStore for EtcdStore {
 
     fn is_connected(&self) -> bool {
         !self.inner.closed.load(Ordering::SeqCst) && self.inner.session.is_up()
+    }
+
+    fn session_validity(&self) -> super::SessionValidity {
+        self.inner.session.validity()
     }
 
     /// Revokes the lease: its keys go at once, the keep-alive task sees the lease gone and re-establishes.

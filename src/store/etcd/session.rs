@@ -4,9 +4,10 @@
 //! # Contract
 //!
 //! See "Sessions and failover" in the module docs of [`super`]. The lease's TTL is the session timeout
-//! (whole seconds, at least 2); a keep-alive goes out every TTL/3. A failed keep-alive stream is
-//! `ConnectionLost` (the store moves to the next endpoint and opens a new stream there); a renewal after it
-//! `Reconnected`. The server saying the lease is gone, or [`crate::store::session::lost_after`] of the TTL
+//! (whole seconds, at least 2); a keep-alive goes out every TTL/15 (as Pulsar's session watcher probes), so
+//! the deadline below counts from a recent answer. A failed keep-alive stream is `ConnectionLost` (the store
+//! moves to the next endpoint and tries a new stream there every TTL/20, at least 50 ms, until one opens); a
+//! renewal after it `Reconnected`. The server saying the lease is gone, or [`crate::store::session::lost_after`] of the TTL
 //! passing since the send time of the last acknowledged keep-alive (a timer of its own, whatever the stream
 //! or an endpoint switch is doing), is `SessionLost`: the loop grants a new lease (retried until it works or
 //! the store closes), re-creates the ephemerals on it (taking over keys still on the old lease, giving up
@@ -121,6 +122,7 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
     // The session's deadline counts from the send time of the last keep-alive request the server answered
     // with a live lease; the lease was granted just now.
     if let Some(inner) = weak.upgrade() {
+        inner.session.set_timeout(ttl_timeout(ttl));
         inner.session.acknowledged_now();
     }
     loop {
@@ -129,18 +131,27 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
             return;
         }
         let lease = inner.lease.load(Ordering::SeqCst);
-        let period = Duration::from_millis((ttl as u64 * 1000 / 3).max(300));
+        let period = Duration::from_millis((ttl as u64 * 1000 / 15).max(100));
+        let retry = Duration::from_millis((ttl as u64 * 1000 / 20).max(50));
         let Ok(conn) = inner.conn() else { return };
         // One keep-alive stream, and on its failure an endpoint switch and a pause, raced against the
         // session's deadline.
         let attempt = async {
-            match keep_alive(&inner, conn.clone(), lease, period).await {
+            // While disconnected, a stream that does not open quickly is given up for a fresh connection: a
+            // channel to a server that was down may wait out its own reconnection backoff after the server
+            // is back.
+            let open_within = if inner.session.is_connected() {
+                period * 15 / 4
+            } else {
+                retry.max(Duration::from_millis(500))
+            };
+            match keep_alive(&inner, conn.clone(), lease, period, open_within).await {
                 KeepAlive::Disconnected(reason) => {
                     if inner.session.connection_lost() {
                         tracing::warn!(store = %inner.address(), "keep-alive failed: {reason}");
                     }
                     inner.rotate(conn.dial).await;
-                    tokio::time::sleep(period / 2).await;
+                    tokio::time::sleep(retry).await;
                     None
                 }
                 other => Some(other),
@@ -177,6 +188,7 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
                         Ok((id, granted)) => {
                             inner.lease.store(id, Ordering::SeqCst);
                             ttl = granted;
+                            inner.session.set_timeout(ttl_timeout(ttl));
                             break;
                         }
                         Err(e) => {
@@ -206,10 +218,19 @@ enum KeepAlive {
 /// Runs a keep-alive stream on one connection until it fails. The session's acknowledged send time is moved
 /// to the send time of every request the server answers with a live lease; whether a failure has cost the
 /// session is decided by the caller's deadline on it, not here.
-async fn keep_alive(inner: &Inner, conn: Conn, lease: i64, period: Duration) -> KeepAlive {
+async fn keep_alive(
+    inner: &Inner,
+    conn: Conn,
+    lease: i64,
+    period: Duration,
+    open_within: Duration,
+) -> KeepAlive {
+    // How long an answer may take before the connection counts as lost: longer than the period, so that a
+    // slow answer on a loaded machine does not make the store dial again; a quarter of the TTL.
+    let patience = (period * 15 / 4).max(period);
     let mut client = conn.client;
     let sent = Instant::now();
-    let opened = tokio::time::timeout(period, client.lease_keep_alive(lease)).await;
+    let opened = tokio::time::timeout(open_within, client.lease_keep_alive(lease)).await;
     let (mut keeper, mut stream) = match opened {
         Ok(Ok(pair)) => pair,
         Ok(Err(e)) => {
@@ -240,7 +261,7 @@ async fn keep_alive(inner: &Inner, conn: Conn, lease: i64, period: Duration) -> 
         if let Err(e) = keeper.keep_alive().await {
             return KeepAlive::Disconnected(e.to_string());
         }
-        match tokio::time::timeout(period, stream.message()).await {
+        match tokio::time::timeout(patience, stream.message()).await {
             Ok(Ok(Some(resp))) if resp.ttl() > 0 => {
                 inner.session.acknowledged(sent);
             }

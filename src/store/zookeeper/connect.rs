@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use super::session::{install_client, new_client};
+use super::session::{install_client, new_client, Install};
 use super::{Inner, Tracking, ZkStore};
 use crate::store::fanout::Fanout;
 use crate::store::session::SessionState;
@@ -93,12 +93,13 @@ impl ZkStore {
             sessions: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
             tasks: Mutex::new(Vec::new()),
+            replaced: tokio::sync::Notify::new(),
         });
         let started = Instant::now();
         let timeout = inner.options.first_connect_timeout();
         let failed = match tokio::time::timeout(timeout, new_client(&inner)).await {
             Ok(Ok(c)) => {
-                install_client(&inner, c);
+                install_client(&inner, c, Install::New);
                 return Ok(ZkStore { inner });
             }
             Ok(Err(Error::ConnectionLost { reason, .. }))

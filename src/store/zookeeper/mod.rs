@@ -19,23 +19,33 @@
 //!
 //! # Sessions
 //!
-//! A supervisor task follows the client's state: `Disconnected` → `ConnectionLost`; still disconnected 5/6 of
-//! the negotiated session timeout after the server last answered → `SessionLost`. Pulsar's `ZKSessionWatcher`
-//! counts the 5/6 from the disconnection, but the client notices one only after hearing nothing for 2/5 of
-//! the timeout, so that rule fires at 1.23× the timeout, after the server may have expired the session and
-//! handed its ephemerals to another broker (the client itself declares expiry only after 7/5 of it). The
-//! store therefore probes the server every 1/6 of the timeout while connected (an `exists` of `/`) and counts
-//! from the *send time* of the last answered request: the server heard from the session after that moment,
-//! so it cannot expire it before that moment + the timeout, and a broker cut off from ZooKeeper hears
-//! `SessionLost` at least 1/6 of the timeout before then. `SyncConnected` → `Reconnected` (+ `SessionReestablished` after a
-//! `SessionLost`); `Expired` → a new client (new session, retried with backoff), the recursive watch re-added,
-//! this store's ephemerals re-created with their last values, then `Reconnected`, `SessionReestablished`.
-//! The flags, the deadline rule and the events are those of `store::session::SessionState`, which
-//! the etcd backend shares.
+//! A supervisor task follows the client's state: `Disconnected` → `ConnectionLost`; still disconnected 9/10
+//! of the negotiated session timeout after the server last answered → `SessionLost`. Pulsar's
+//! `ZKSessionWatcher` counts 5/6 from the disconnection, but the client notices one only after hearing
+//! nothing for 2/5 of the timeout, so that rule fires at 1.23× the timeout, after the server may have expired
+//! the session and handed its ephemerals to another broker (the client itself declares expiry only after 7/5
+//! of it). The store therefore probes the server every 1/15 of the timeout while connected (an `exists` of
+//! `/`) and counts from the *send time* of the last answered request: the server heard from the session
+//! after that moment, so it cannot expire it before that moment + the timeout. Hosts stop serving at the same
+//! deadline through their leases ([`crate::store::SessionValidity`]), a tenth of the timeout before the
+//! server can give the session's ephemerals to someone else.
 //!
-//! [`MetadataStore::expire_session`] ends the session from the store's own client (it drops every handle,
-//! so the client sends `CloseSession`; the server deletes the ephemerals at once), waits until the client
-//! reports it closed, then re-establishes as after an expiry. It takes milliseconds on a reachable server.
+//! While disconnected, the store tries every 1/20 of the timeout to **resume the same session on a new
+//! client**: `zookeeper-client` backs off exponentially between its own attempts (0.1, 0.2, … 3.2 s), so after
+//! a store restart of half the session timeout it may try again only after the session was declared lost.
+//! Whichever client gets through first wins; every client is *detached* (dropping it never closes the
+//! session), and the store closes its session explicitly when it is closed or expired on purpose
+//! (`session::close_session`). Operations pending on a replaced client fail with `ConnectionLost`.
+//! `SyncConnected` or a resumed session → `Reconnected` (+ `SessionReestablished` after a `SessionLost`);
+//! `Expired` (or a resumption the server refuses as expired) → a new client (new session, retried with
+//! backoff), the recursive watch re-added, this store's ephemerals re-created with their last values, then
+//! `Reconnected`, `SessionReestablished`. The flags, the deadline rule, the session terms and the events are
+//! those of `store::session::SessionState`, which the etcd backend shares.
+//!
+//! [`MetadataStore::expire_session`] ends the session from the store itself: it forgets its client, then
+//! takes the session over with a short-lived client that is not detached and drops it, which sends
+//! `CloseSession` (the server deletes the ephemerals at once), and re-establishes as after an expiry. It
+//! takes milliseconds on a reachable server.
 //!
 //! # Pitfalls handled
 //!
@@ -154,7 +164,12 @@ struct Inner {
     /// Every session id this store has had (its old ephemerals may outlive a local expiry for a while).
     sessions: Mutex<Vec<i64>>,
     closed: AtomicBool,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Background tasks, each with the generation it belongs to (0: none); a new client aborts the tasks of
+    /// older generations, which hold handles of the old client.
+    tasks: Mutex<Vec<(u64, JoinHandle<()>)>>,
+    /// Woken whenever a new client is installed: operations still running on the old one give up
+    /// (see [`Inner::timed`]).
+    replaced: tokio::sync::Notify,
 }
 
 fn address(servers: &str, chroot: &Option<String>) -> String {
@@ -174,12 +189,37 @@ impl Inner {
         }
     }
 
-    /// Runs `task` until it ends or the store is closed (or expires its session on purpose).
-    fn spawn_task(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+    /// Runs `task`, a task of client `generation` (0: of no client), until it ends, the store is closed (or
+    /// expires its session on purpose), or a newer client replaces that generation's.
+    fn spawn_task(
+        &self,
+        generation: u64,
+        task: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
         let handle = tokio::spawn(task);
         let mut tasks = self.tasks.lock().unwrap();
-        tasks.retain(|t| !t.is_finished());
-        tasks.push(handle);
+        tasks.retain(|(_, t)| !t.is_finished());
+        tasks.push((generation, handle));
+    }
+
+    /// Aborts every background task (the store is closed, or its session is ended on purpose).
+    fn abort_tasks(&self) {
+        for (_, task) in self.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+
+    /// Aborts the tasks of client generations before `generation` (their client is replaced; a task of
+    /// an older generation that is running this call stops at its next await).
+    fn abort_older_tasks(&self, generation: u64) {
+        let mut tasks = self.tasks.lock().unwrap();
+        tasks.retain(|(g, t)| {
+            let old = *g != 0 && *g < generation;
+            if old {
+                t.abort();
+            }
+            !old && !t.is_finished()
+        });
     }
 
     fn client(&self) -> Result<zk::Client> {
@@ -195,18 +235,41 @@ impl Inner {
             })
     }
 
-    /// Runs `fut` within the operation timeout.
+    /// Runs `fut` within the operation timeout. If a new client replaces the current one meanwhile (a
+    /// session resumed on a new connection, or a new session), `fut` is dropped with the old client's handle
+    /// and the operation fails with `ConnectionLost` (it may or may not have been applied): an abandoned
+    /// client must have no handles left, or it would take the session back from the new one when it
+    /// reconnects.
     async fn timed<T>(
         &self,
         operation: &str,
         path: &str,
         fut: impl std::future::Future<Output = Result<T>>,
     ) -> Result<T> {
-        match tokio::time::timeout(self.options.operation_timeout, fut).await {
-            Ok(r) => r,
-            Err(_) => Err(Error::Timeout {
+        let generation = self.generation.load(Ordering::SeqCst);
+        let replaced = async {
+            loop {
+                let notified = self.replaced.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if self.generation.load(Ordering::SeqCst) != generation {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::select! {
+            r = tokio::time::timeout(self.options.operation_timeout, fut) => match r {
+                Ok(r) => r,
+                Err(_) => Err(Error::Timeout {
+                    operation: format!("{operation} {path}"),
+                    after: self.options.operation_timeout,
+                }),
+            },
+            () = replaced => Err(Error::ConnectionLost {
+                address: self.address(),
                 operation: format!("{operation} {path}"),
-                after: self.options.operation_timeout,
+                reason: "the connection was replaced while the request was pending".into(),
             }),
         }
     }
@@ -226,12 +289,19 @@ impl ZkStore {
 
 impl Drop for ZkStore {
     fn drop(&mut self) {
-        self.inner.closed.store(true, Ordering::SeqCst);
-        for task in self.inner.tasks.lock().unwrap().drain(..) {
-            task.abort();
+        if self.inner.closed.swap(true, Ordering::SeqCst) {
+            return;
         }
-        // Dropping the last client handle closes the session; the server deletes its ephemerals.
-        self.inner.client.write().unwrap().take();
+        self.inner.abort_tasks();
+        // The client is detached (see "Sessions"): dropping it leaves the session to expire on the server.
+        // Close it now where a runtime can run that.
+        if let Some(client) = self.inner.client.write().unwrap().take() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let inner = self.inner.clone();
+                runtime.spawn(async move { session::close_session(&inner, client).await });
+            }
+        }
+        self.inner.session.mark_down();
         self.inner.notifications.close();
         self.inner.session.close_streams();
     }
@@ -250,10 +320,10 @@ impl MetadataStore for ZkStore {
     async fn get(&self, path: &str) -> Result<Option<GetResult>> {
         validate_path(path)?;
         let inner = &self.inner;
-        let client = inner.client()?;
-        let session = client.session_id().0;
         inner
             .timed("get", path, async {
+                let client = inner.client()?;
+                let session = client.session_id().0;
                 match client.get_data(path).await {
                     Ok((value, stat)) => Ok(Some(GetResult {
                         value,
@@ -269,9 +339,9 @@ impl MetadataStore for ZkStore {
     async fn get_children(&self, path: &str) -> Result<Vec<String>> {
         validate_path(path)?;
         let inner = &self.inner;
-        let client = inner.client()?;
         inner
             .timed("children", path, async {
+                let client = inner.client()?;
                 match client.list_children(path).await {
                     Ok(mut children) => {
                         if path == "/" && inner.chroot.is_none() {
@@ -290,9 +360,9 @@ impl MetadataStore for ZkStore {
     async fn exists(&self, path: &str) -> Result<bool> {
         validate_path(path)?;
         let inner = &self.inner;
-        let client = inner.client()?;
         inner
             .timed("exists", path, async {
+                let client = inner.client()?;
                 client
                     .check_stat(path)
                     .await
@@ -355,6 +425,10 @@ impl MetadataStore for ZkStore {
         !self.inner.closed.load(Ordering::SeqCst) && self.inner.session.is_up()
     }
 
+    fn session_validity(&self) -> super::SessionValidity {
+        self.inner.session.validity()
+    }
+
     /// Ends the session from this store's own client: the store lets go of every handle of it (its tasks
     /// are stopped, the current client forgotten), so the crate sends `CloseSession` and the server ends the
     /// session at once, deleting its ephemerals, as an expiry would. Returns once the client reports the
@@ -376,11 +450,12 @@ impl MetadataStore for ZkStore {
         }
         self.inner.delete_own_ephemerals().await;
         self.inner.closed.store(true, Ordering::SeqCst);
-        for task in self.inner.tasks.lock().unwrap().drain(..) {
-            task.abort();
-        }
-        self.inner.client.write().unwrap().take();
+        self.inner.abort_tasks();
+        let client = self.inner.client.write().unwrap().take();
         self.inner.session.mark_down();
+        if let Some(client) = client {
+            session::close_session(&self.inner, client).await;
+        }
         self.inner.notifications.close();
         self.inner.session.close_streams();
         Ok(())

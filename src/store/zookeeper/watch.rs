@@ -109,12 +109,10 @@ impl Inner {
         let client = self.client()?;
         let watcher = self.add_watch(&client).await?;
         *installed = generation;
-        self.spawn_task(event_loop(
-            Arc::downgrade(self),
-            client,
-            watcher,
+        self.spawn_task(
             generation,
-        ));
+            event_loop(Arc::downgrade(self), client, watcher, generation),
+        );
         Ok(())
     }
 
@@ -145,7 +143,7 @@ impl Inner {
 
     /// After a reconnection in the same session: marks owned ephemerals that were deleted (or deleted and
     /// created again) while the watch was not delivering as gone, so guards on them fail.
-    async fn verify_owned(&self, client: &zk::Client) -> Result<()> {
+    pub(super) async fn verify_owned(&self, client: &zk::Client) -> Result<()> {
         let owned: Vec<(String, i64)> = self
             .owned
             .lock()
@@ -309,7 +307,7 @@ async fn event_loop(
                         ) => {
                             disconnected = false;
                             let rearm = after_reconnect(weak.clone(), client.clone(), generation);
-                            inner.spawn_task(rearm);
+                            inner.spawn_task(generation, rearm);
                         }
                         _ => {}
                     }
