@@ -63,7 +63,7 @@ use loadmgr::runtime::identity::owner_of;
 use loadmgr::runtime::synthetic::{Capacity, CostModel, Rates};
 use loadmgr::runtime::{
     admin, AgentOptions, AssignmentCause, AssignmentState, BrokerAgent, BrokerHost, BrokerIdentity,
-    BundleAssignment, Clock, SyntheticHost, SyntheticProfile,
+    BundleAssignment, Clock, OwnershipLease, SyntheticHost, SyntheticProfile,
 };
 use loadmgr::sim::engine::{run, RunOptions, RunResult};
 use loadmgr::sim::world::{
@@ -572,7 +572,11 @@ async fn run_agents(world: &World, settings: &Settings, seed: u64) -> Outcome {
             .unwrap();
         initial_records.insert(stat.creation_revision, stat.version);
         let host = hosts[owner].clone();
-        loads.push(async move { host.load_bundle(&bundle).await.unwrap() });
+        loads.push(async move {
+            host.load_bundle(OwnershipLease::unbounded(&bundle, 0))
+                .await
+                .unwrap()
+        });
     }
     futures::future::join_all(loads).await;
     let (_, policies_stat) = admin_store

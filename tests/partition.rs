@@ -7,7 +7,7 @@
 //!   stopped serving them (the timeline of every host's loads and unloads never shows two brokers serving
 //!   one bundle), and after the heal it comes back as a follower.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,7 +20,7 @@ use loadmgr::paths;
 use loadmgr::runtime::admin;
 use loadmgr::runtime::identity::owner_of;
 use loadmgr::runtime::{
-    AgentOptions, BrokerAgent, BrokerHost, BrokerIdentity, HostError, IdleHost,
+    AgentOptions, BrokerAgent, BrokerHost, BrokerIdentity, HostError, OwnershipLease,
 };
 use loadmgr::store::{
     self, CreateOptions, DynStore, MetadataStoreExt, NotificationType, SessionEvent, StoreOptions,
@@ -197,12 +197,13 @@ impl Timeline {
     }
 }
 
-/// An [`IdleHost`] (serves whatever it is given, no traffic) that records every load and unload.
+/// A host without traffic that records every load and unload (the agent revokes a bundle's lease before it
+/// unloads it, so the unloads bound the leases too).
 #[derive(Debug)]
 struct RecordingHost {
     broker: String,
     timeline: Arc<Timeline>,
-    host: IdleHost,
+    served: Mutex<BTreeSet<String>>,
 }
 
 impl RecordingHost {
@@ -210,14 +211,13 @@ impl RecordingHost {
     /// timeline's order is the order of the hosts' states.
     fn record(&self, bundle: &str, load: bool) {
         let mut events = self.timeline.events.lock().unwrap();
-        let serving = self.host.bundle_stats().contains_key(bundle);
-        if serving != load {
-            let change = if load {
-                self.host.serve(bundle)
+        let mut served = self.served.lock().unwrap();
+        if served.contains(bundle) != load {
+            if load {
+                served.insert(bundle.to_owned());
             } else {
-                self.host.stop(bundle)
-            };
-            debug_assert!(change);
+                served.remove(bundle);
+            }
             events.push((Instant::now(), self.broker.clone(), bundle.to_owned(), load));
         }
     }
@@ -226,19 +226,24 @@ impl RecordingHost {
 #[async_trait]
 impl BrokerHost for RecordingHost {
     fn bundle_stats(&self) -> BTreeMap<String, NamespaceBundleStats> {
-        self.host.bundle_stats()
+        self.served
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|b| (b.clone(), NamespaceBundleStats::default()))
+            .collect()
     }
 
     fn resource_usage(&self) -> Option<loadmgr::model::SystemResourceUsage> {
         Some(Default::default())
     }
 
-    fn bundle_topics(&self, bundle: &str) -> BTreeMap<String, TopicTraffic> {
-        self.host.bundle_topics(bundle)
+    fn bundle_topics(&self, _bundle: &str) -> BTreeMap<String, TopicTraffic> {
+        BTreeMap::new()
     }
 
-    async fn load_bundle(&self, bundle: &str) -> Result<(), HostError> {
-        self.record(bundle, true);
+    async fn load_bundle(&self, lease: OwnershipLease) -> Result<(), HostError> {
+        self.record(lease.bundle(), true);
         Ok(())
     }
 
@@ -315,7 +320,7 @@ async fn cut_off_broker_stops_serving_before_others_serve(
         let host = Arc::new(RecordingHost {
             broker: identity.broker_id(),
             timeline: timeline.clone(),
-            host: IdleHost::default(),
+            served: Mutex::default(),
         });
         let agent = BrokerAgent::start(
             store,

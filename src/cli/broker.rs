@@ -36,6 +36,11 @@ pub struct BrokerArgs {
     /// traffic and reports the machine's CPU, memory and NICs.
     #[arg(long)]
     pub synthetic: Option<PathBuf>,
+    /// With --synthetic: append the host's serving timeline (when it started and stopped serving each
+    /// bundle, with the lease's fencing token) to this file as JSON lines, for checking that no two brokers
+    /// served a bundle at once.
+    #[arg(long, requires = "synthetic")]
+    pub serving_log: Option<PathBuf>,
     /// Seed of the leader's random choices (overrides loadmgrRandomSeed).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -109,7 +114,12 @@ pub fn run(args: BrokerArgs) -> CliResult {
             } else {
                 Vec::new()
             };
-            let host = SyntheticHost::new(profile).map_err(|e| CliError::new(e.to_string()))?;
+            let mut host = SyntheticHost::new(profile).map_err(|e| CliError::new(e.to_string()))?;
+            if let Some(log) = &args.serving_log {
+                host = host
+                    .with_serving_log(log)
+                    .map_err(|e| CliError::new(e.to_string()))?;
+            }
             (Arc::new(host), topics)
         }
         None => (Arc::new(IdleHost::default()), Vec::new()),

@@ -107,7 +107,7 @@ impl BrokerAgent {
             settings: settings_tx,
             seed,
             owned: Mutex::new(BTreeSet::new()),
-            served: Mutex::new(BTreeSet::new()),
+            served: Mutex::new(std::collections::BTreeMap::new()),
             fenced: AtomicBool::new(false),
             metrics: AgentMetrics::default(),
             last_loss_ms: AtomicI64::new(i64::MIN),

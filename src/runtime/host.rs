@@ -4,28 +4,111 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use crate::bundle::TopicTraffic;
 use crate::model::{NamespaceBundleStats, SystemResourceUsage};
+use crate::store::SessionValidity;
 
 /// A host's refusal or failure, with its message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct HostError(pub String);
 
+/// The agent's permission for its host to serve one bundle, handed over with [`BrokerHost::load_bundle`].
+///
+/// # Contract
+///
+/// * [`OwnershipLease::is_valid`] is true while the agent holds the bundle's ownership node and the store
+///   session that holds it can still be alive on the server. It turns false **the instant** that may no
+///   longer be so — computed from the monotonic clock (see [`SessionValidity`]), so a process that resumes
+///   from a pause longer than the session timeout sees it false before it does anything else — and when the
+///   agent revokes the lease (it is about to release the bundle, or the session was declared lost). It is
+///   cheap: check it before every unit of work (a batch of messages, a write to storage).
+/// * [`OwnershipLease::token`] is a fencing token: the creation revision of the ownership node (ZooKeeper
+///   `czxid`, etcd `create_revision`), which grows with every new ownership of any bundle on the store. A host
+///   whose storage can compare tokens should pass it along with every write and have the storage refuse a
+///   token lower than one it has seen for the bundle: that stops a write that was already in flight when the
+///   lease lapsed.
+/// * A lease that turned invalid may turn valid again only while neither the agent revoked it nor the store
+///   declared the session lost (the server answered the session again in time); a host may keep treating it
+///   as lapsed and wait for the next [`BrokerHost::load_bundle`].
+#[derive(Debug, Clone)]
+pub struct OwnershipLease {
+    bundle: Arc<str>,
+    token: i64,
+    validity: SessionValidity,
+    revoked: Arc<AtomicBool>,
+}
+
+impl OwnershipLease {
+    /// A lease on `bundle` with fencing `token`, valid while `validity` is and until revoked.
+    pub fn new(bundle: &str, token: i64, validity: SessionValidity) -> OwnershipLease {
+        OwnershipLease {
+            bundle: bundle.into(),
+            token,
+            validity,
+            revoked: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// A lease that only [`OwnershipLease::revoke`] ends (hosts driven without a store, and tests).
+    pub fn unbounded(bundle: &str, token: i64) -> OwnershipLease {
+        OwnershipLease::new(bundle, token, SessionValidity::unbounded())
+    }
+
+    /// The full bundle name.
+    pub fn bundle(&self) -> &str {
+        &self.bundle
+    }
+
+    /// The fencing token (see the type's docs).
+    pub fn token(&self) -> i64 {
+        self.token
+    }
+
+    /// Whether the host may serve the bundle now (see the type's docs).
+    pub fn is_valid(&self) -> bool {
+        !self.revoked.load(Ordering::SeqCst) && self.validity.is_valid()
+    }
+
+    /// The instant the lease lapses if the store hears nothing more from the server (`None`: no deadline).
+    pub fn valid_until(&self) -> Option<tokio::time::Instant> {
+        self.validity.valid_until()
+    }
+
+    /// Ends the lease for every clone, at once: "stop accepting work now". The agent calls it before it
+    /// releases the bundle (and then [`BrokerHost::unload_bundle`] cleans up).
+    pub fn revoke(&self) {
+        self.revoked.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`OwnershipLease::revoke`] was called.
+    pub fn is_revoked(&self) -> bool {
+        self.revoked.load(Ordering::SeqCst)
+    }
+}
+
 /// What the agent needs from the broker it runs in.
 ///
 /// # Contract
 ///
-/// * [`BrokerHost::load_bundle`] is called only after the agent holds the bundle's ownership node, and
-///   [`BrokerHost::unload_bundle`] before it releases it (and when the agent must assume the node is lost, e.g.
-///   its store session ended). Both may be called for a bundle the host already is or is not serving; they
-///   must be idempotent.
-/// * After a session loss the agent unloads every bundle at once, about 1/6 of the session timeout before the
-///   server can expire the session and another broker take the bundles: an unload that takes longer than that
-///   lets two brokers serve a bundle for the difference (the ownership nodes still never overlap).
+/// * [`BrokerHost::load_bundle`] is called only after the agent holds the bundle's ownership node, with an
+///   [`OwnershipLease`]: the host serves the bundle only while the lease [`is_valid`](OwnershipLease::is_valid),
+///   checked before every unit of work, and tags what it writes with the lease's
+///   [`token`](OwnershipLease::token) where its storage can fence on it. **This is what keeps two brokers from
+///   serving one bundle**: the lease lapses at 9/10 of the session timeout after the server last answered,
+///   before the server can expire the session and let another broker take the bundle — including when this
+///   process was paused (a GC pause, SIGSTOP, a frozen VM) and the unload below could only run after it
+///   resumed.
+/// * "Stop accepting work" and "clean up" are separate: the agent revokes the lease (synchronous, immediate)
+///   before it releases a bundle or when the store declares the session lost, then calls
+///   [`BrokerHost::unload_bundle`] to close the bundle's topics (async; may take as long as
+///   `namespaceBundleUnloadingTimeoutMs`). Both calls may come for a bundle the host already is or is not
+///   serving; they must be idempotent, and a `load_bundle` with a new lease replaces the old one.
 /// * [`BrokerHost::bundle_stats`] lists what the host serves now, keyed by full bundle name; it is read every
 ///   report check (`loadBalancerReportUpdateMinIntervalMillis`) and must be cheap.
 #[async_trait]
@@ -42,8 +125,8 @@ pub trait BrokerHost: Send + Sync + fmt::Debug {
     /// The topics served in `bundle`, with their traffic (in + out), for the topic-based split algorithms.
     fn bundle_topics(&self, bundle: &str) -> BTreeMap<String, TopicTraffic>;
 
-    /// Start serving `bundle`.
-    async fn load_bundle(&self, bundle: &str) -> Result<(), HostError>;
+    /// Start serving `lease.bundle()`, while the lease is valid.
+    async fn load_bundle(&self, lease: OwnershipLease) -> Result<(), HostError>;
 
     /// Stop serving `bundle` (close its topics).
     async fn unload_bundle(&self, bundle: &str) -> Result<(), HostError>;
@@ -51,10 +134,10 @@ pub trait BrokerHost: Send + Sync + fmt::Debug {
 
 /// A host without traffic: it serves whatever it is given with zero load and lets the agent measure the Linux
 /// host. `loadmgr broker` without `--synthetic` runs with it (a broker that takes part in leadership and
-/// placement but carries no topics of its own).
+/// placement but carries no topics of its own). Its bundle stats list the bundles whose lease is valid.
 #[derive(Debug, Default)]
 pub struct IdleHost {
-    served: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    served: std::sync::Mutex<BTreeMap<String, OwnershipLease>>,
 }
 
 #[async_trait]
@@ -64,7 +147,8 @@ impl BrokerHost for IdleHost {
             .lock()
             .unwrap()
             .iter()
-            .map(|b| (b.clone(), NamespaceBundleStats::default()))
+            .filter(|(_, lease)| lease.is_valid())
+            .map(|(b, _)| (b.clone(), NamespaceBundleStats::default()))
             .collect()
     }
 
@@ -72,25 +156,16 @@ impl BrokerHost for IdleHost {
         BTreeMap::new()
     }
 
-    async fn load_bundle(&self, bundle: &str) -> Result<(), HostError> {
-        self.serve(bundle);
+    async fn load_bundle(&self, lease: OwnershipLease) -> Result<(), HostError> {
+        self.served
+            .lock()
+            .unwrap()
+            .insert(lease.bundle().to_owned(), lease);
         Ok(())
     }
 
     async fn unload_bundle(&self, bundle: &str) -> Result<(), HostError> {
-        self.stop(bundle);
+        self.served.lock().unwrap().remove(bundle);
         Ok(())
-    }
-}
-
-impl IdleHost {
-    /// Serves `bundle` from now on; `false` when it already did.
-    pub fn serve(&self, bundle: &str) -> bool {
-        self.served.lock().unwrap().insert(bundle.to_owned())
-    }
-
-    /// Stops serving `bundle`; `false` when it did not.
-    pub fn stop(&self, bundle: &str) -> bool {
-        self.served.lock().unwrap().remove(bundle)
     }
 }

@@ -36,7 +36,8 @@
 //! # The leader
 //!
 //! Only the elected agent runs it ([`leader`], the executor of [`crate::core::leader::Leader`]); the
-//! supervisor aborts it the moment the election says otherwise (including on `ConnectionLost`), and every
+//! supervisor aborts it the moment the election says otherwise (when the session is declared lost; a lost
+//! connection alone does not end leadership), and every
 //! write it makes is a batch fenced by the leader node, so a deposed leader's late write is rejected by the
 //! store. It:
 //!
@@ -45,9 +46,9 @@
 //!   are recorded again from them), ownership nodes — and resumes unfinished moves and unanswered requests;
 //! * aggregates per notification: a change of one broker node re-reads that node only; malformed content is
 //!   logged, counted (`malformedReports` of `/loadmgr/leader-status`) and skipped;
-//! * flushes every `loadBalancerResourceQuotaUpdateIntervalMinutes`: top-K bundle data per broker
-//!   (`loadBalancerMaxNumberOfBundlesInBundleLoadReport`, by short-term throughput) and every time average in
-//!   one fenced batch, skipping unchanged values; deletes the time averages of gone brokers and the bundle
+//! * flushes every `loadBalancerResourceQuotaUpdateIntervalMinutes`: the data of the top
+//!   `loadBalancerMaxNumberOfBundlesInBundleLoadReport × max(1, brokers)` bundles by long-term rate (Pulsar's
+//!   `writeBundleDataOnZooKeeper`) and every time average in one fenced batch, skipping unchanged values; deletes the time averages of gone brokers and the bundle
 //!   data of bundles nobody serves and nobody is assigned;
 //! * sheds every `loadBalancerSheddingIntervalMinutes` (when `loadBalancerSheddingEnabled`): the core's plan,
 //!   each unload started as a move carrying the strategy's reason; then the split check
@@ -73,12 +74,14 @@
 //!
 //! *At most one owner:* the store lets exactly one create-only put of a path succeed, and a node is created
 //! only when absent, so two ownership nodes of one bundle cannot coexist; the overlap check keeps split parents
-//! and children apart. A host serves a bundle only between its create and its delete. A broker cut off from
-//! the store stops serving everything at `SessionLost` — 5/6 of the session timeout after the send time of the
-//! last request the server answered, so before the server can expire the session and let someone else create
-//! the node — with all unloads at once, loads nothing until the session is back, and then evaluates every
-//! bundle again (its store re-creates its ephemerals only where nobody else took them). `tests/partition.rs`
-//! checks this against real servers.
+//! and children apart. A host serves a bundle only between its create and its delete, and only while the
+//! bundle's [`OwnershipLease`] is valid. A broker cut off from the store — or paused — stops serving at the
+//! session deadline, 9/10 of the session timeout after the send time of the last request the server answered,
+//! so before the server can expire the session and let someone else create the node: the leases lapse at that
+//! instant (read from the clock), the store then declares `SessionLost`, the agent unloads everything at once,
+//! loads nothing until the session is back, and then evaluates every bundle again (its store re-creates its
+//! ephemerals only where nobody else took them). `tests/partition.rs` and the chaos suite check this against
+//! real servers.
 //!
 //! *Nothing lost:* every step is driven by state in the store, not by messages. A leader that dies mid-move
 //! leaves the record; the next leader reads it: if the destination lives, steps 2–3 go on without any leader
@@ -166,7 +169,7 @@ pub use crate::model::records::{
 };
 pub use agent::{AgentOptions, BrokerAgent, LookupClient};
 pub use clock::Clock;
-pub use host::{BrokerHost, HostError, IdleHost};
+pub use host::{BrokerHost, HostError, IdleHost, OwnershipLease};
 pub use identity::BrokerIdentity;
 pub use requests::LookupResult;
 pub use shared::AgentMetrics;

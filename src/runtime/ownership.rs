@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::host::OwnershipLease;
 use super::identity::owner_of;
 use super::shared::AgentShared;
 use super::RuntimeError;
@@ -173,8 +174,11 @@ impl AgentShared {
             Err(Error::BadVersion { .. }) => stat.version,
             Err(e) => return Err(e),
         };
+        // Stop accepting work first (the lease), then let the host close the bundle's topics.
+        if let Some(lease) = self.served.lock().unwrap().remove(bundle) {
+            lease.revoke();
+        }
         self.host_unload(bundle).await;
-        self.served.lock().unwrap().remove(bundle);
         self.note_bundle_lost();
         match self.store.delete(&path, Some(version)).await {
             Ok(()) | Err(Error::NotFound { .. }) => {}
@@ -209,20 +213,36 @@ impl AgentShared {
         }
     }
 
-    /// Tells the host to serve `bundle`, unless the session is lost (the bundle is evaluated again once it is
-    /// back). A `SessionLost` that arrives while the host loads undoes the load here, since the sweep that
-    /// stops every served bundle did not see this one yet.
-    async fn serve(&self, bundle: &str) -> Result<(), super::host::HostError> {
-        if self.served.lock().unwrap().contains(bundle) || self.is_fenced() {
+    /// Tells the host to serve `bundle`, whose ownership node has creation revision `token`, with a lease of
+    /// the current session term (see [`OwnershipLease`]), unless the session is lost (the bundle is evaluated
+    /// again once it is back). A bundle served with a lease that lapsed (a term that ended) gets a new one.
+    /// A `SessionLost` that arrives while the host loads undoes the load here, since the sweep that stops
+    /// every served bundle did not see this one yet (its lease is invalid already: the term ended).
+    async fn serve(&self, bundle: &str, token: i64) -> Result<(), super::host::HostError> {
+        if self.is_fenced() {
             return Ok(());
         }
-        self.host.load_bundle(bundle).await?;
+        if let Some(lease) = self.served.lock().unwrap().get(bundle) {
+            if lease.token() == token && lease.is_valid() {
+                return Ok(());
+            }
+        }
+        let lease = OwnershipLease::new(bundle, token, self.store.session_validity());
+        self.host.load_bundle(lease.clone()).await?;
         let kept = {
             let mut served = self.served.lock().unwrap();
             // Checked under the lock the sweep takes, so a bundle is either swept or never kept.
-            !self.is_fenced() && served.insert(bundle.to_owned())
+            if self.is_fenced() {
+                false
+            } else {
+                if let Some(old) = served.insert(bundle.to_owned(), lease.clone()) {
+                    old.revoke();
+                }
+                true
+            }
         };
-        if !kept && self.is_fenced() {
+        if !kept {
+            lease.revoke();
             tracing::warn!(bundle, broker = %self.broker_id, "not serving: the store session was lost while loading");
             self.host_unload(bundle).await;
         }
@@ -239,7 +259,11 @@ impl AgentShared {
         let served: Vec<String> = {
             let served = self.served.lock().unwrap();
             self.fenced.store(true, std::sync::atomic::Ordering::SeqCst);
-            served.iter().cloned().collect()
+            // Stop accepting work on every bundle at once, before any unload runs.
+            for lease in served.values() {
+                lease.revoke();
+            }
+            served.keys().cloned().collect()
         };
         let started = Instant::now();
         let count = served.len();
@@ -257,7 +281,8 @@ impl AgentShared {
 
     async fn stop_serving(&self, bundle: &str, why: &str) {
         let was = self.served.lock().unwrap().remove(bundle);
-        if was {
+        if let Some(lease) = was {
+            lease.revoke();
             tracing::warn!(bundle, broker = %self.broker_id, "stopped serving: {why}");
             self.host_unload(bundle).await;
             self.note_bundle_lost();
@@ -296,7 +321,7 @@ impl AgentShared {
             if self.stopping() {
                 return Ok(Outcome::Held);
             }
-            return match self.serve(bundle).await {
+            return match self.serve(bundle, stat.creation_revision).await {
                 Ok(()) => Ok(Outcome::Held),
                 Err(e) => {
                     tracing::error!(bundle, "the host failed to load the bundle: {e}");
@@ -347,7 +372,7 @@ impl AgentShared {
                     })
                     .unwrap_or(("?", "-".into()));
                 tracing::info!(bundle, broker = %self.broker_id, cause, source, "acquired ownership");
-                match self.serve(bundle).await {
+                match self.serve(bundle, stat.creation_revision).await {
                     Ok(()) => Ok(Outcome::Held),
                     Err(e) => {
                         tracing::error!(bundle, "the host failed to load the bundle: {e}");
@@ -587,7 +612,7 @@ impl OwnershipTask {
             });
         }
         while releases.join_next().await.is_some() {}
-        let served: Vec<String> = self.sh.served.lock().unwrap().iter().cloned().collect();
+        let served: Vec<String> = self.sh.served.lock().unwrap().keys().cloned().collect();
         for b in served {
             self.sh
                 .stop_serving(&b, "the broker is shutting down")

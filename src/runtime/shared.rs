@@ -1,14 +1,14 @@
 //! The state an agent's tasks share (the reporter, the ownership task, the request server and the leader),
 //! and what the agent and the leader both compute from it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
 use super::clock::Clock;
-use super::host::BrokerHost;
+use super::host::{BrokerHost, OwnershipLease};
 use super::identity::BrokerIdentity;
 use crate::bundle::{split_bundle, BundleName, SplitAlgorithm, SplitOutcome, TopicName};
 use crate::config::Settings;
@@ -42,8 +42,9 @@ pub(crate) struct AgentShared {
     pub(crate) seed: u64,
     /// Bundles whose ownership node this broker holds.
     pub(crate) owned: Mutex<BTreeSet<String>>,
-    /// Bundles the host was told to serve.
-    pub(crate) served: Mutex<BTreeSet<String>>,
+    /// Bundles the host was told to serve, with the lease it was given (revoked when the bundle is released
+    /// or the session lost).
+    pub(crate) served: Mutex<BTreeMap<String, OwnershipLease>>,
     /// Set from the store's `SessionLost` until the session is back: nothing may start being served then,
     /// since the session's ownership nodes may already belong to someone else.
     pub(crate) fenced: AtomicBool,
@@ -88,7 +89,7 @@ pub(crate) fn split_points(
     let algorithm: SplitAlgorithm = algorithm
         .parse()
         .map_err(|e: crate::bundle::BundleError| e.to_string())?;
-    if !sh.served.lock().unwrap().contains(bundle) {
+    if !sh.served.lock().unwrap().contains_key(bundle) {
         return Err(format!("{} does not serve {bundle}", sh.broker_id));
     }
     let settings = sh.settings();

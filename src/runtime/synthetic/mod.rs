@@ -34,6 +34,7 @@
 //! | `memoryMb`, `directMemoryMb` | 512/2048, 0/0 | reported as is (MiB) |
 //! | `nicSpeedGbps` | 1 | NIC limit (kbit/s = Gbps × 1024 × 1024); usage = bytes/s × 8 / 1024 |
 //! | `loadDelayMs`, `unloadDelayMs` | 0 | time a load / unload takes (topics opening / closing) |
+//! | `batchIntervalMs` | 100 | how often a batch of messages is served per bundle, each checked against the bundle's lease ([`serving`]) |
 //! | `lookupOnStart` | true | the agent looks every topic up once at start, as connecting clients would |
 //! | `costModel` | none | the simulator's cost model instead of the two `cpu…` keys (below) |
 //! | `topics[].name` | required | full topic name; one `{A..B}` makes topics A to B (inclusive) |
@@ -56,19 +57,22 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Deserialize;
 
 pub mod cost;
+pub mod serving;
 
 pub use cost::{Capacity, CostModel, Rates};
+pub use serving::{read_serving_log, ServingEvent, ServingInterval};
 
-use super::host::{BrokerHost, HostError};
+use super::host::{BrokerHost, HostError, OwnershipLease};
 use crate::bundle::{topic_hash, BundleName, TopicName, TopicTraffic};
 use crate::model::{NamespaceBundleStats, ResourceUsage, SystemResourceUsage};
+use serving::Serving;
 
 /// `usage`/`limit` in MiB.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
@@ -136,6 +140,9 @@ fn default_nic() -> f64 {
 fn yes() -> bool {
     true
 }
+fn default_batch_interval() -> u64 {
+    100
+}
 
 /// A traffic profile; see the module docs.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -165,6 +172,9 @@ pub struct SyntheticProfile {
     /// Time a bundle unload takes, ms.
     #[serde(default)]
     pub unload_delay_ms: u64,
+    /// How often a batch of messages is served per bundle, ms (see [`serving`]).
+    #[serde(default = "default_batch_interval")]
+    pub batch_interval_ms: u64,
     /// Look every topic up once at start.
     #[serde(default = "yes")]
     pub lookup_on_start: bool,
@@ -238,6 +248,12 @@ impl SyntheticProfile {
             if !(v > 0.0 && v.is_finite()) {
                 return Err(err(format!("{key} must be a number above 0, found {v}")));
             }
+        }
+        if profile.batch_interval_ms == 0 || profile.batch_interval_ms > 60_000 {
+            return Err(err(format!(
+                "batchIntervalMs must be from 1 to 60000, found {}",
+                profile.batch_interval_ms
+            )));
         }
         for (key, v) in [
             ("cpuBasePercent", profile.cpu_base_percent),
@@ -314,12 +330,13 @@ impl SyntheticProfile {
     }
 }
 
-/// The synthetic host: serves the profile's topics that fall into the bundles it was told to load.
+/// The synthetic host: serves the profile's topics that fall into the bundles it was told to load, in
+/// batches checked against each bundle's lease ([`serving`]).
 #[derive(Debug)]
 pub struct SyntheticHost {
     profile: SyntheticProfile,
     topics: Vec<Topic>,
-    served: Mutex<BTreeMap<String, BundleName>>,
+    serving: Arc<Serving>,
 }
 
 impl SyntheticHost {
@@ -332,8 +349,22 @@ impl SyntheticHost {
         Ok(Self {
             profile,
             topics,
-            served: Mutex::new(BTreeMap::new()),
+            serving: Arc::new(Serving::default()),
         })
+    }
+
+    /// Appends the serving timeline to `path` (created or truncated; see [`serving`]).
+    pub fn with_serving_log(mut self, path: &Path) -> Result<Self, ProfileError> {
+        self.serving = Arc::new(Serving::new(Some(path)).map_err(|e| ProfileError {
+            source_name: path.display().to_string(),
+            message: format!("cannot create the serving log: {e}"),
+        })?);
+        Ok(self)
+    }
+
+    /// Every serving interval so far (see [`serving`]).
+    pub fn timeline(&self) -> Vec<ServingInterval> {
+        self.serving.timeline()
     }
 
     /// The profile.
@@ -341,9 +372,16 @@ impl SyntheticHost {
         &self.profile
     }
 
-    /// Bundles served now.
+    /// Bundles served now: given to the host, with a valid lease.
     pub fn served(&self) -> BTreeSet<String> {
-        self.served.lock().unwrap().keys().cloned().collect()
+        self.serving
+            .bundles
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, b)| b.lease.is_valid())
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     fn topics_in<'a>(&'a self, bundle: &'a BundleName) -> impl Iterator<Item = &'a Topic> + 'a {
@@ -372,10 +410,11 @@ impl SyntheticHost {
 #[async_trait]
 impl BrokerHost for SyntheticHost {
     fn bundle_stats(&self) -> BTreeMap<String, NamespaceBundleStats> {
-        let served = self.served.lock().unwrap();
+        let served = self.serving.bundles.lock().unwrap();
         served
             .iter()
-            .map(|(name, b)| (name.clone(), self.stats_of(b)))
+            .filter(|(_, b)| b.lease.is_valid())
+            .map(|(name, b)| (name.clone(), self.stats_of(&b.name)))
             .collect()
     }
 
@@ -433,21 +472,24 @@ impl BrokerHost for SyntheticHost {
             .collect()
     }
 
-    async fn load_bundle(&self, bundle: &str) -> Result<(), HostError> {
-        let name = BundleName::parse(bundle).map_err(|e| HostError(e.to_string()))?;
+    async fn load_bundle(&self, lease: OwnershipLease) -> Result<(), HostError> {
+        let name = BundleName::parse(lease.bundle()).map_err(|e| HostError(e.to_string()))?;
         if self.profile.load_delay_ms > 0 {
             tokio::time::sleep(Duration::from_millis(self.profile.load_delay_ms)).await;
         }
-        self.served.lock().unwrap().insert(bundle.to_owned(), name);
+        self.serving.load(name, lease);
+        // The first batch goes out now, not one interval later.
+        self.serving.tick();
+        self.serving
+            .start_pump(Duration::from_millis(self.profile.batch_interval_ms));
         Ok(())
     }
 
     async fn unload_bundle(&self, bundle: &str) -> Result<(), HostError> {
-        let serving = self.served.lock().unwrap().contains_key(bundle);
-        if serving && self.profile.unload_delay_ms > 0 {
+        if self.serving.holds(bundle) && self.profile.unload_delay_ms > 0 {
             tokio::time::sleep(Duration::from_millis(self.profile.unload_delay_ms)).await;
         }
-        self.served.lock().unwrap().remove(bundle);
+        self.serving.unload(bundle);
         Ok(())
     }
 }
@@ -479,7 +521,9 @@ mod tests {
             "no -0.0 in reports"
         );
         let full = "public/demo/0x00000000_0xffffffff";
-        host.load_bundle(full).await.unwrap();
+        host.load_bundle(OwnershipLease::unbounded(full, 1))
+            .await
+            .unwrap();
         let stats = host.bundle_stats();
         let s = &stats[full];
         assert_eq!(s.topics, 10);
@@ -493,15 +537,54 @@ mod tests {
         assert_eq!(host.bundle_topics(full).len(), 10);
         // Halves hold the topics whose hash falls inside them.
         host.unload_bundle(full).await.unwrap();
-        host.load_bundle("public/demo/0x00000000_0x80000000")
-            .await
-            .unwrap();
-        host.load_bundle("public/demo/0x80000000_0xffffffff")
-            .await
-            .unwrap();
+        host.load_bundle(OwnershipLease::unbounded(
+            "public/demo/0x00000000_0x80000000",
+            2,
+        ))
+        .await
+        .unwrap();
+        host.load_bundle(OwnershipLease::unbounded(
+            "public/demo/0x80000000_0xffffffff",
+            3,
+        ))
+        .await
+        .unwrap();
         let halves: i64 = host.bundle_stats().values().map(|s| s.topics).sum();
         assert_eq!(halves, 10);
         assert_eq!(host.served().len(), 2);
+    }
+
+    /// A paused or cut-off process must not serve past its session's deadline even though nobody told the
+    /// host to unload: the lease lapses on the clock, and the host stops at its next batch.
+    #[tokio::test(start_paused = true)]
+    async fn a_lapsed_lease_stops_serving_without_an_unload() {
+        use crate::store::{memory::MemoryStore, MetadataStore, StoreOptions};
+        let store = MemoryStore::with_options(
+            StoreOptions::default().with_session_timeout(Duration::from_secs(10)),
+        );
+        let profile = SyntheticProfile::from_json(PROFILE, "p.json").unwrap();
+        let host = SyntheticHost::new(profile).unwrap();
+        let full = "public/demo/0x00000000_0xffffffff";
+        host.load_bundle(OwnershipLease::new(full, 42, store.session_validity()))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(host.bundle_stats().len(), 1);
+        // Cut off: the lease lapses 9 s later (9/10 of the session timeout), with no unload.
+        store.disconnect();
+        tokio::time::sleep(Duration::from_millis(8_900)).await;
+        assert_eq!(host.served().len(), 1, "still serving 8.9 s into the cut");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(host.served().is_empty() && host.bundle_stats().is_empty());
+        let timeline = host.timeline();
+        assert_eq!(timeline.len(), 1);
+        assert_eq!(timeline[0].token, 42);
+        assert_eq!(timeline[0].why.as_deref(), Some("lease lapsed"));
+        // Batches every 100 ms (virtual time) from the load to the lapse, 10 s later.
+        assert!(
+            timeline[0].batches >= 99 && timeline[0].batches <= 101,
+            "{timeline:?}"
+        );
     }
 
     #[tokio::test]
@@ -532,9 +615,12 @@ mod tests {
             "no noise"
         );
         assert_eq!(idle.cpu, ResourceUsage::new(50.0, 200.0));
-        host.load_bundle("public/demo/0x00000000_0xffffffff")
-            .await
-            .unwrap();
+        host.load_bundle(OwnershipLease::unbounded(
+            "public/demo/0x00000000_0xffffffff",
+            1,
+        ))
+        .await
+        .unwrap();
         let rates = Rates {
             rate_in: 1000.0,
             rate_out: 3000.0,
