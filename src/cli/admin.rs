@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Subcommand;
 
+use super::access::StoreAccessArgs;
 use super::broker::{connect, load_settings, store_url};
 use super::{CliError, CliResult};
 use crate::model::json::reindent;
@@ -24,6 +25,9 @@ pub struct AdminArgs {
     /// How long to wait for the leader's answer and for moves to finish, ms.
     #[arg(long, default_value_t = 30_000)]
     pub timeout_ms: u64,
+    /// The store\'s user, password, ZooKeeper ACL and etcd TLS (over broker.conf).
+    #[command(flatten)]
+    pub access: StoreAccessArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: AdminCommand,
@@ -135,7 +139,7 @@ pub fn run(args: AdminArgs) -> CliResult {
     let timeout = Duration::from_millis(args.timeout_ms);
     let requester = format!("loadmgr-admin@{}:{}", local_host_name(), std::process::id());
     super::block_on(async move {
-        let store = connect(&url, &settings).await?;
+        let store = connect(&url, &settings, &args.access).await?;
         let result = execute(&store, &settings, args.command, timeout, &requester).await;
         let _ = store.close().await;
         result

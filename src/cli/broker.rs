@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::access::StoreAccessArgs;
 use super::{CliError, CliResult};
 use crate::config::Settings;
 use crate::runtime::{
@@ -44,6 +45,9 @@ pub struct BrokerArgs {
     /// Seed of the leader's random choices (overrides loadmgrRandomSeed).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// The store\'s user, password, ZooKeeper ACL and etcd TLS (over broker.conf).
+    #[command(flatten)]
+    pub access: StoreAccessArgs,
 }
 
 /// Reads broker.conf (warnings other than unknown keys go to stderr) or the defaults.
@@ -71,20 +75,39 @@ pub(crate) fn store_url(flag: Option<&str>, settings: &Settings) -> Result<Strin
         })
 }
 
-/// Connects with the configuration's session and operation timeouts.
-pub(crate) async fn connect(url: &str, settings: &Settings) -> Result<DynStore, CliError> {
-    let options = StoreOptions::from_conf(|k| settings.get(k));
+/// The store options of the configuration (timeouts, credentials, ACL, TLS), with the access flags over them.
+pub(crate) fn store_options(
+    url: &str,
+    settings: &Settings,
+    access: &StoreAccessArgs,
+) -> Result<StoreOptions, CliError> {
+    let options = StoreOptions::from_conf(url, |k| settings.get(k))
+        .map_err(|e| CliError::new(format!("store settings: {e}")))?;
+    access.apply(options).map_err(CliError::new)
+}
+
+/// Connects with the configuration's store settings and the access flags.
+pub(crate) async fn connect(
+    url: &str,
+    settings: &Settings,
+    access: &StoreAccessArgs,
+) -> Result<DynStore, CliError> {
+    let options = store_options(url, settings, access)?;
     store::connect(url, options)
         .await
         .map_err(|e| CliError::new(format!("cannot open the store {url}: {e}")))
 }
 
-/// Logging to stderr with `LOADMGR_LOG` (default `default`).
+/// Logging to stderr with `LOADMGR_LOG` (default `default`; the store clients' own connection chatter
+/// only from warnings up, since the store logs what matters about its connection itself).
 pub(crate) fn init_logging(default: &str) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LOADMGR_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
+            tracing_subscriber::EnvFilter::try_from_env("LOADMGR_LOG").unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new(format!(
+                    "{default},zookeeper_client=warn,etcd_client=warn"
+                ))
+            }),
         )
         .with_writer(std::io::stderr)
         .try_init();
@@ -125,7 +148,7 @@ pub fn run(args: BrokerArgs) -> CliResult {
         None => (Arc::new(IdleHost::default()), Vec::new()),
     };
     super::block_on(async move {
-        let store = connect(&url, &settings).await?;
+        let store = connect(&url, &settings, &args.access).await?;
         let agent = BrokerAgent::start(
             store.clone(),
             settings,
@@ -137,7 +160,14 @@ pub fn run(args: BrokerArgs) -> CliResult {
             },
         )
         .await
-        .map_err(|e| CliError::new(e.to_string()))?;
+        .map_err(|e| match e {
+            crate::runtime::RuntimeError::Store(store::Error::Unauthorized { .. }) => CliError::new(format!(
+                "{e} (the store refuses this broker: give it the user its nodes belong to with \
+                 loadmgrMetadataStoreUser and loadmgrMetadataStorePasswordFile in broker.conf, or --user and \
+                 --password-file; docs/security.md)"
+            )),
+            e => CliError::new(e.to_string()),
+        })?;
         println!(
             "loadmgr broker {} running on {} ({}); stop with SIGINT or SIGTERM",
             agent.broker_id(),

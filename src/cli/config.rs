@@ -31,7 +31,12 @@ pub fn run(cmd: ConfigCommand) -> CliResult {
                 eprintln!("warning: {warning}");
             }
             for (key, value) in loaded.settings.entries() {
-                println!("{key}={value}");
+                // A password is never printed, only whether it is set.
+                if key.ends_with("Password") && !value.is_empty() {
+                    println!("{key}=********");
+                } else {
+                    println!("{key}={value}");
+                }
             }
             Ok(())
         }

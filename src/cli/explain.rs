@@ -37,6 +37,9 @@ pub struct ExplainArgs {
     /// Print the plan as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The store\'s user, password, ZooKeeper ACL and etcd TLS (over broker.conf).
+    #[command(flatten)]
+    pub access: super::access::StoreAccessArgs,
 }
 
 /// Runs the command and returns what it prints.
@@ -58,7 +61,7 @@ pub fn render(args: &ExplainArgs) -> Result<String, String> {
             let text = crate::model::input::read_file_to_string(path).map_err(|e| e.to_string())?;
             Snapshot::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?
         }
-        (None, Some(url)) => live_snapshot(url, &mut settings)?,
+        (None, Some(url)) => live_snapshot(url, &mut settings, &args.access)?,
         (None, None) => return Err("give --snapshot FILE or --store URL".into()),
     };
     let shedder = args
@@ -89,14 +92,19 @@ pub fn render(args: &ExplainArgs) -> Result<String, String> {
 }
 
 /// Reads the live data of a store and applies its dynamic configuration to `settings`.
-fn live_snapshot(url: &str, settings: &mut Settings) -> Result<Snapshot, String> {
+fn live_snapshot(
+    url: &str,
+    settings: &mut Settings,
+    access: &super::access::StoreAccessArgs,
+) -> Result<Snapshot, String> {
     use crate::store::MetadataStoreExt;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     runtime.block_on(async {
-        let options = crate::store::StoreOptions::from_conf(|k| settings.get(k));
+        let options =
+            super::broker::store_options(url, settings, access).map_err(|e| e.to_string())?;
         let store = crate::store::connect(url, options)
             .await
             .map_err(|e| format!("cannot open the store {url}: {e}"))?;

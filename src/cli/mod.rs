@@ -1,5 +1,6 @@
 //! The `loadmgr` command line: one module per subcommand, each a thin clap wrapper over the library.
 
+pub mod access;
 pub mod admin;
 pub mod bench;
 pub mod broker;

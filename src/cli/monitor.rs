@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::access::StoreAccessArgs;
 use super::broker::{connect, load_settings, store_url};
 use super::{CliError, CliResult};
 use crate::runtime::monitor::Monitor;
@@ -21,6 +22,9 @@ pub struct MonitorArgs {
     /// Period of the global table, ms (Pulsar: 60000).
     #[arg(long, default_value_t = 60_000)]
     pub global_interval_ms: u64,
+    /// The store\'s user, password, ZooKeeper ACL and etcd TLS (over broker.conf).
+    #[command(flatten)]
+    pub access: StoreAccessArgs,
 }
 
 /// Runs the command until SIGINT/SIGTERM or the store closes.
@@ -31,7 +35,7 @@ pub fn run(args: MonitorArgs) -> CliResult {
         return Err(CliError::new("--global-interval-ms must be above 0"));
     }
     super::block_on(async move {
-        let store = connect(&url, &settings).await?;
+        let store = connect(&url, &settings, &args.access).await?;
         let monitor = Monitor::new(store.clone());
         let printing = monitor.run(Duration::from_millis(args.global_interval_ms), |text| {
             let mut out = std::io::stdout().lock();

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::access::StoreAccessArgs;
 use super::broker::{connect, load_settings, store_url};
 use super::{CliError, CliResult};
 use crate::runtime::snapshot::read_live;
@@ -20,6 +21,9 @@ pub struct SnapshotArgs {
     /// Write to this file instead of standard output.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// The store\'s user, password, ZooKeeper ACL and etcd TLS (over broker.conf).
+    #[command(flatten)]
+    pub access: StoreAccessArgs,
 }
 
 /// Runs the command.
@@ -27,7 +31,7 @@ pub fn run(args: SnapshotArgs) -> CliResult {
     let settings = load_settings(args.config.as_deref())?;
     let url = store_url(args.store.as_deref(), &settings)?;
     super::block_on(async move {
-        let store = connect(&url, &settings).await?;
+        let store = connect(&url, &settings, &args.access).await?;
         let live = read_live(&store, &settings, Clock::new().now_ms()).await;
         let _ = store.close().await;
         let live = live.map_err(|e| CliError::new(e.to_string()))?;

@@ -1,18 +1,16 @@
 //! `loadmgr store --store URL ls|get|put|rm|watch|elect PATH`: inspect and edit any node on any backend.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
+use super::access::StoreAccessArgs;
 use super::{CliError, CliResult};
 
 use crate::coordination::{LeaderElection, LeaderState};
 use crate::model::json::reindent;
 use crate::model::{LeaderBroker, NodeType};
-use crate::store::{
-    self, CreateOptions, DynStore, Error, MetadataStoreExt, StoreOptions, TlsFiles, ZkAcl,
-};
+use crate::store::{self, CreateOptions, DynStore, Error, MetadataStoreExt, StoreOptions};
 
 /// Store access.
 #[derive(Debug, Args)]
@@ -29,24 +27,8 @@ pub struct StoreArgs {
     /// Per-operation time limit.
     #[arg(long, default_value_t = 30_000)]
     operation_timeout_ms: u64,
-    /// User (ZooKeeper digest or etcd user).
-    #[arg(long, requires = "password")]
-    user: Option<String>,
-    /// Password.
-    #[arg(long, requires = "user")]
-    password: Option<String>,
-    /// ZooKeeper ACL of created nodes: open, creator-all-world-read, creator-only.
-    #[arg(long, default_value = "open")]
-    zk_acl: String,
-    /// etcd TLS: CA certificate (PEM).
-    #[arg(long)]
-    tls_ca: Option<PathBuf>,
-    /// etcd TLS: client certificate (PEM).
-    #[arg(long, requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    /// etcd TLS: client key (PEM).
-    #[arg(long, requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
+    #[command(flatten)]
+    access: StoreAccessArgs,
     #[command(subcommand)]
     command: StoreCommand,
 }
@@ -121,32 +103,11 @@ enum StoreCommand {
 }
 
 fn options(args: &StoreArgs) -> Result<StoreOptions, String> {
-    let mut o = StoreOptions::default()
+    let o = StoreOptions::default()
         .with_session_timeout(Duration::from_millis(args.session_timeout_ms))
         .with_connect_timeout(Duration::from_millis(args.connect_timeout_ms))
         .with_operation_timeout(Duration::from_millis(args.operation_timeout_ms));
-    if let (Some(u), Some(p)) = (&args.user, &args.password) {
-        o = o.with_credentials(u, p);
-    }
-    o = o.with_zk_acl(match args.zk_acl.as_str() {
-        "open" => ZkAcl::Open,
-        "creator-all-world-read" => ZkAcl::CreatorAllWorldRead,
-        "creator-only" => ZkAcl::CreatorOnly,
-        other => {
-            return Err(format!(
-                "unknown --zk-acl '{other}'; expected open, creator-all-world-read or creator-only"
-            ))
-        }
-    });
-    if args.tls_ca.is_some() || args.tls_cert.is_some() {
-        o = o.with_tls(TlsFiles {
-            ca_file: args.tls_ca.clone(),
-            cert_file: args.tls_cert.clone(),
-            key_file: args.tls_key.clone(),
-            domain: None,
-        });
-    }
-    Ok(o)
+    args.access.apply(o)
 }
 
 /// Runs `loadmgr store ...`.

@@ -29,7 +29,6 @@ pub const SYSTEM_NAMESPACE_BUNDLES: u64 = 64;
 /// Bundles of `public/default` created by loadmgr (5.0: 32).
 pub const DEFAULT_NAMESPACE_BUNDLES: u64 = 32;
 
-
 /// The range a numeric key must be in to work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Range {
@@ -450,6 +449,54 @@ impl Settings {
                 "topicBundleAssignmentStrategy",
                 self.topic_bundle_assignment_strategy.clone(),
                 "org.apache.pulsar.common.naming.ConsistentHashingTopicBundleAssigner (the only assigner loadmgr implements)",
+            ));
+        }
+        if !["open", "creator-all-world-read", "creator-only"]
+            .contains(&self.loadmgr_zookeeper_acl.as_str())
+        {
+            return Err(invalid(
+                "loadmgrZookeeperAcl",
+                self.loadmgr_zookeeper_acl.clone(),
+                "open, creator-all-world-read or creator-only",
+            ));
+        }
+        let set = |v: &Option<String>| v.as_deref().is_some_and(|v| !v.trim().is_empty());
+        let user = set(&self.loadmgr_metadata_store_user);
+        let password = set(&self.loadmgr_metadata_store_password);
+        let password_file = set(&self.loadmgr_metadata_store_password_file);
+        if password && password_file {
+            return Err(invalid(
+                "loadmgrMetadataStorePasswordFile",
+                self.loadmgr_metadata_store_password_file
+                    .clone()
+                    .unwrap_or_default(),
+                "either loadmgrMetadataStorePassword or loadmgrMetadataStorePasswordFile, not both",
+            ));
+        }
+        if user != (password || password_file) {
+            let key = if user {
+                "loadmgrMetadataStoreUser"
+            } else if password {
+                "loadmgrMetadataStorePassword"
+            } else {
+                "loadmgrMetadataStorePasswordFile"
+            };
+            let value = if key == "loadmgrMetadataStorePassword" {
+                "********".to_owned()
+            } else {
+                self.get(key).unwrap_or_default()
+            };
+            return Err(invalid(
+                key,
+                value,
+                "a user together with its password (loadmgrMetadataStoreUser with loadmgrMetadataStorePassword or loadmgrMetadataStorePasswordFile)",
+            ));
+        }
+        if self.loadmgr_zookeeper_acl != "open" && !user {
+            return Err(invalid(
+                "loadmgrZookeeperAcl",
+                self.loadmgr_zookeeper_acl.clone(),
+                "open unless loadmgrMetadataStoreUser is set (a creator ACL needs an authenticated creator)",
             ));
         }
         for name in &self.supported_namespace_bundle_split_algorithms {

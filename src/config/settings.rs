@@ -217,6 +217,21 @@ settings! {
     ("zooKeeperCacheExpirySeconds", dynamic = false) zoo_keeper_cache_expiry_seconds: i32 = -1;
     /// Metadata store URL (`zk:`, `etcd:` or `memory:`), used when no `--store` is given.
     ("metadataStoreUrl", dynamic = false) metadata_store_url: Option<String> = None;
+    /// Pulsar's metadata store configuration file (YAML). loadmgr reads the etcd TLS keys Pulsar defines there:
+    /// `useTls`, `tlsTrustCertsFilePath`, `tlsCertificateFilePath`, `tlsKeyFilePath`, `authority`.
+    ("metadataStoreConfigPath", dynamic = false) metadata_store_config_path: Option<String> = None;
+    /// loadmgr: the user the broker authenticates as on the store — ZooKeeper digest (`addauth digest`) or an
+    /// etcd user (Pulsar has no such key: it authenticates to ZooKeeper through SASL and has no etcd users).
+    ("loadmgrMetadataStoreUser", dynamic = false) loadmgr_metadata_store_user: Option<String> = None;
+    /// loadmgr: that user's password. Prefer `loadmgrMetadataStorePasswordFile`: broker.conf is often readable
+    /// by everyone on the machine (`config check` prints it masked).
+    ("loadmgrMetadataStorePassword", dynamic = false) loadmgr_metadata_store_password: Option<String> = None;
+    /// loadmgr: a file whose first line is that user's password.
+    ("loadmgrMetadataStorePasswordFile", dynamic = false) loadmgr_metadata_store_password_file: Option<String> = None;
+    /// loadmgr: the ACL of every ZooKeeper node loadmgr creates: `open` (`world:anyone` may do everything,
+    /// Pulsar's `OPEN_ACL_UNSAFE`), `creator-all-world-read` (the authenticated user may do everything, anyone
+    /// may read; recommended with a user) or `creator-only`. The last two need `loadmgrMetadataStoreUser`.
+    ("loadmgrZookeeperAcl", dynamic = false) loadmgr_zookeeper_acl: String = "open".to_owned();
     /// Cluster name (heartbeat namespaces are `pulsar/<cluster>/<broker>`).
     ("clusterName", dynamic = false) cluster_name: Option<String> = None;
     /// Host part of the broker id and URLs (unset: the machine's host name).

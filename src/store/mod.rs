@@ -37,6 +37,7 @@ pub mod etcd;
 mod ext;
 mod fanout;
 pub mod memory;
+mod options;
 mod path;
 mod reach;
 mod session;
@@ -55,6 +56,7 @@ use futures::Stream;
 use tokio::sync::mpsc;
 
 pub use ext::MetadataStoreExt;
+pub use options::{Credentials, StoreOptions, TlsFiles, ZkAcl};
 pub use path::{parent, validate_path};
 pub use url::StoreUrl;
 pub use validity::SessionValidity;
@@ -553,151 +555,6 @@ impl Backend {
             Backend::ZooKeeper => "zookeeper",
             Backend::Etcd => "etcd",
         }
-    }
-}
-
-/// Credentials: ZooKeeper digest (`user:password`) or etcd user/password.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Credentials {
-    /// User name.
-    pub user: String,
-    /// Password.
-    pub password: String,
-}
-
-impl fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Credentials")
-            .field("user", &self.user)
-            .field("password", &"<redacted>")
-            .finish()
-    }
-}
-
-/// ACL put on nodes loadmgr creates in ZooKeeper.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ZkAcl {
-    /// `world:anyone` may do everything (Pulsar's `OPEN_ACL_UNSAFE`).
-    #[default]
-    Open,
-    /// The authenticated creator may do everything, everyone may read (needs credentials).
-    CreatorAllWorldRead,
-    /// Only the authenticated creator may access the node (needs credentials).
-    CreatorOnly,
-}
-
-/// TLS settings for etcd (`https://` endpoints).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct TlsFiles {
-    /// PEM file of the CA that signed the server certificates.
-    pub ca_file: Option<std::path::PathBuf>,
-    /// PEM client certificate (mutual TLS).
-    pub cert_file: Option<std::path::PathBuf>,
-    /// PEM client key (mutual TLS).
-    pub key_file: Option<std::path::PathBuf>,
-    /// Server name to verify instead of the endpoint's host.
-    pub domain: Option<String>,
-}
-
-/// Connection options, with Pulsar's defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreOptions {
-    /// Session timeout (`metadataStoreSessionTimeoutMillis`, 30 s): ZooKeeper session timeout, etcd lease TTL
-    /// (rounded up to whole seconds).
-    pub session_timeout: Duration,
-    /// Time limit of one operation including retries (`metadataStoreOperationTimeoutSeconds`, 30 s).
-    pub operation_timeout: Duration,
-    /// Time allowed for the first connection (defaults to the session timeout).
-    pub connect_timeout: Option<Duration>,
-    /// ZooKeeper digest or etcd user/password.
-    pub credentials: Option<Credentials>,
-    /// ACL of nodes created in ZooKeeper.
-    pub zk_acl: ZkAcl,
-    /// TLS for etcd.
-    pub tls: Option<TlsFiles>,
-}
-
-impl Default for StoreOptions {
-    fn default() -> Self {
-        StoreOptions {
-            session_timeout: Duration::from_millis(30_000),
-            operation_timeout: Duration::from_secs(30),
-            connect_timeout: None,
-            credentials: None,
-            zk_acl: ZkAcl::Open,
-            tls: None,
-        }
-    }
-}
-
-impl StoreOptions {
-    /// Reads the broker.conf keys: `metadataStoreSessionTimeoutMillis` (overridden by
-    /// `zooKeeperSessionTimeoutMillis` > 0) and `metadataStoreOperationTimeoutSeconds` (overridden by
-    /// `zooKeeperOperationTimeoutSeconds` > 0). `lookup` returns a key's text (for example
-    /// `|k| settings.get(k)`); unknown or unparsable values keep the defaults.
-    pub fn from_conf(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let num = |key: &str| lookup(key).and_then(|v| v.trim().parse::<i64>().ok());
-        let mut options = StoreOptions::default();
-        let session = num("zooKeeperSessionTimeoutMillis")
-            .filter(|v| *v > 0)
-            .or_else(|| num("metadataStoreSessionTimeoutMillis").filter(|v| *v > 0));
-        if let Some(ms) = session {
-            options.session_timeout = Duration::from_millis(ms as u64);
-        }
-        let op = num("zooKeeperOperationTimeoutSeconds")
-            .filter(|v| *v > 0)
-            .or_else(|| num("metadataStoreOperationTimeoutSeconds").filter(|v| *v > 0));
-        if let Some(s) = op {
-            options.operation_timeout = Duration::from_secs(s as u64);
-        }
-        options
-    }
-
-    /// Sets the session timeout.
-    pub fn with_session_timeout(mut self, timeout: Duration) -> Self {
-        self.session_timeout = timeout;
-        self
-    }
-
-    /// Sets the operation timeout.
-    pub fn with_operation_timeout(mut self, timeout: Duration) -> Self {
-        self.operation_timeout = timeout;
-        self
-    }
-
-    /// Sets the first-connection timeout.
-    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = Some(timeout);
-        self
-    }
-
-    /// Sets credentials.
-    pub fn with_credentials(
-        mut self,
-        user: impl Into<String>,
-        password: impl Into<String>,
-    ) -> Self {
-        self.credentials = Some(Credentials {
-            user: user.into(),
-            password: password.into(),
-        });
-        self
-    }
-
-    /// Sets the ZooKeeper ACL policy.
-    pub fn with_zk_acl(mut self, acl: ZkAcl) -> Self {
-        self.zk_acl = acl;
-        self
-    }
-
-    /// Sets etcd TLS files.
-    pub fn with_tls(mut self, tls: TlsFiles) -> Self {
-        self.tls = Some(tls);
-        self
-    }
-
-    pub(crate) fn first_connect_timeout(&self) -> Duration {
-        self.connect_timeout.unwrap_or(self.session_timeout)
     }
 }
 
