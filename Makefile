@@ -1,7 +1,7 @@
 # loadmgr — the two commands: `make test` (everything CI runs) and `make demo` (the main job).
 CARGO ?= cargo
 
-.PHONY: test demo deps fmt lint unit bench docker-test
+.PHONY: test demo deps fmt lint unit bench docker-test chaos
 
 ## Installs the test dependencies if needed, checks formatting and lints, runs the benchmarks once as smoke
 ## tests, then the whole test suite.
@@ -23,6 +23,15 @@ demo:
 ## three-member etcd with docker-compose, kills, restarts, partitions and reconnects brokers (docker/).
 docker-test:
 	@./docker/failover-test.sh
+
+## The chaos suite (docs/chaos.md): CHAOS_TRIALS seeded fault trials per store (ZooKeeper, etcd; single servers
+## and three-member ensembles) on four broker processes, checked by an ownership oracle built from the hosts'
+## serving timelines; prints the table and writes target/chaos/report.md. About 25 min at 110 trials per store.
+## `make test` runs a smoke of it (six trials).
+CHAOS_TRIALS ?= 110
+CHAOS_SEED ?= 1
+chaos: deps
+	LOADMGR_CHAOS_TRIALS=$(CHAOS_TRIALS) LOADMGR_CHAOS_SEED=$(CHAOS_SEED) $(CARGO) test --release --test chaos -- --nocapture
 
 ## The fast tests only, for the edit-compile-test loop: the library's and the binary's unit tests and the tests/
 ## files that need no ZooKeeper, etcd, Docker or network (a few seconds once built; tests/README.md lists what

@@ -170,6 +170,12 @@ pub async fn read_owner(
     }
 }
 
+/// Whether `broker` has a live registration: an ephemeral node at `/loadbalance/brokers/<broker>` (a
+/// persistent copy of a report is no broker).
+async fn is_registered(store: &DynStore, broker: &str) -> bool {
+    matches!(store.get(&paths::broker(broker)).await, Ok(Some(g)) if g.stat.ephemeral)
+}
+
 /// Where a topic is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LookupResult {
@@ -181,8 +187,10 @@ pub struct LookupResult {
     pub data: NamespaceEphemeralData,
 }
 
-/// Waits until `bundle` is owned (and not being unloaded), up to `deadline`; `expected` names the broker it is
-/// being assigned to, for the error message.
+/// Waits until `bundle` is owned (and not being unloaded) by a registered broker `wanted` accepts, up to
+/// `deadline`; `expected` names the broker it is being assigned to, for the error message. An ownership node
+/// naming a broker without a live registration (a stale or forged node) is no answer: the leader removes it
+/// after the session timeout and places the bundle.
 pub async fn wait_owned(
     store: &DynStore,
     bundle: &str,
@@ -195,7 +203,9 @@ pub async fn wait_owned(
     let start = Instant::now();
     loop {
         match read_owner(store, bundle).await {
-            Ok(Some((broker, data, _))) if !data.disabled && wanted(&broker) => {
+            Ok(Some((broker, data, _)))
+                if !data.disabled && wanted(&broker) && is_registered(store, &broker).await =>
+            {
                 return Ok(LookupResult {
                     bundle: bundle.to_owned(),
                     broker,

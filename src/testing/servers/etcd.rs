@@ -382,6 +382,21 @@ impl EtcdCluster {
         }
     }
 
+    /// SIGSTOP member `i`: it keeps its connections but answers nothing, to its clients and to its peers —
+    /// what a member cut off by a partition looks like from every side.
+    pub fn pause(&self, i: usize) {
+        if let Some(p) = &self.members[i].process {
+            p.signal("STOP");
+        }
+    }
+
+    /// SIGCONT member `i` after [`EtcdCluster::pause`].
+    pub fn resume(&self, i: usize) {
+        if let Some(p) = &self.members[i].process {
+            p.signal("CONT");
+        }
+    }
+
     /// Restarts member `i` with its data.
     pub fn restart(&mut self, i: usize) {
         self.kill(i);

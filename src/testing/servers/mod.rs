@@ -205,6 +205,15 @@ impl Guarded {
         }
     }
 
+    /// Sends `signal` (a name `kill` knows: `STOP`, `CONT`, `TERM`) to the server itself.
+    fn signal(&self, signal: &str) {
+        let _ = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid.to_string())
+            .stderr(Stdio::null())
+            .status();
+    }
+
     /// SIGKILL now, and wait until the watchdog is gone.
     fn kill(&mut self) {
         let _ = Command::new("kill")

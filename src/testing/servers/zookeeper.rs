@@ -246,6 +246,21 @@ impl ZkEnsemble {
         }
     }
 
+    /// SIGSTOP member `i`: it keeps its connections but answers nothing, to its clients and to its peers —
+    /// what a member cut off by a partition looks like from every side.
+    pub fn pause(&self, i: usize) {
+        if let Some(p) = &self.nodes[i].process {
+            p.signal("STOP");
+        }
+    }
+
+    /// SIGCONT member `i` after [`ZkEnsemble::pause`].
+    pub fn resume(&self, i: usize) {
+        if let Some(p) = &self.nodes[i].process {
+            p.signal("CONT");
+        }
+    }
+
     /// Restarts member `i` and waits until it rejoins.
     pub fn restart(&mut self, i: usize) {
         self.kill(i);
