@@ -775,6 +775,54 @@ async fn a_persistent_copy_of_a_report_is_no_broker() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_lookup_never_answers_an_owner_that_is_no_broker() {
+    // An ownership node naming a broker without a live registration (left behind, or forged) on a bundle
+    // nobody owns: the client's lookup waits until the leader removed it (after the session timeout) and a
+    // real broker took the bundle; it never answers the ghost.
+    let name = store_name();
+    let s = settings();
+    let (nodes, store) = cluster(&name, &s, &profile(0), 4).await;
+    admin::create_namespace(&store, "public/ghosts", 2, None)
+        .await
+        .unwrap();
+    let topic = "persistent://public/ghosts/t-0";
+    let (info, _) = admin::namespace_bundles(&store, "public/ghosts")
+        .await
+        .unwrap();
+    let bundle = info
+        .bundle_names()
+        .into_iter()
+        .find(|b| {
+            let t = loadmgr::bundle::TopicName::parse(topic).unwrap();
+            b.ends_with(&info.bundles.find_topic(&t).to_string())
+        })
+        .unwrap();
+    let ghost = NamespaceEphemeralData {
+        native_url: Some("pulsar://ghost:6650".into()),
+        http_url: Some("http://ghost:8080".into()),
+        ..Default::default()
+    };
+    store
+        .put_json(&paths::ownership(&bundle), &ghost, None, Default::default())
+        .await
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    let found = nodes[1]
+        .agent()
+        .lookup(topic, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(nodes.iter().any(|n| n.id == found.broker), "{found:?}");
+    assert!(
+        start.elapsed() >= Duration::from_secs(2),
+        "answered after the leader removed the ghost's node (session timeout 2 s), not before"
+    );
+    for mut n in nodes {
+        n.agent.take().unwrap().shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn malformed_reports_are_counted_and_skipped() {
     let name = store_name();
     let s = settings();
