@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Failover test of three loadmgr brokers on a three-member etcd cluster in Docker (docker-compose.yml):
+# Failover test of three loadmgr brokers in Docker, on a three-member etcd cluster (docker-compose.yml) or,
+# with LOADMGR_DOCKER_STORE=zk, a three-member ZooKeeper ensemble (docker-compose.zk.yml):
 #
 #   (a) SIGKILL the leader's container: a new leader within the session timeout + 2 s, and the dead broker's
 #       bundles owned by the others;
@@ -9,33 +10,36 @@
 #       before another broker's log says it acquired it (RFC 3339 timestamps; all containers share the clock);
 #   (d) reconnect it: it registers again and takes no bundle back.
 #
+# The steps and checks are the same on both stores; what differs (the Compose file, the store's containers, how
+# the registered brokers, the leader and the bundles' owners are read) is in stores/etcd.sh and stores/zk.sh.
+#
 # The cluster is always taken down (`docker-compose down -v`) at the end; the containers' logs are kept in
-# LOADMGR_DOCKER_LOG_DIR (default: target/docker-failover-logs) and printed on failure. All traffic stays on the
-# private Docker network and 127.0.0.1 (etcd's published client ports).
+# LOADMGR_DOCKER_LOG_DIR (default: target/docker-failover-logs/STORE) and printed on failure. All traffic stays
+# on the private Docker network and 127.0.0.1 (the store's published client ports).
 #
 # Environment:
+#   LOADMGR_DOCKER_STORE        etcd (default) or zk
 #   LOADMGR_BIN                 loadmgr binary for the image (default: cargo build --release; see build-images.sh)
 #   LOADMGR_DOCKER_SKIP_BUILD=1 use the existing images as they are
 #   LOADMGR_DOCKER_FENCING=warn report a fencing violation as a warning instead of failing
 #   LOADMGR_DOCKER_LOG_DIR      where to keep the containers' logs
-#   LOADMGR_DOCKER_PROJECT      Compose project name (default loadmgr-failover)
+#   LOADMGR_DOCKER_PROJECT      Compose project name (default loadmgr-failover, loadmgr-failover-zk)
 #   LOADMGR_DOCKER_ETCD_PORT_1..3  etcd client ports published on 127.0.0.1 (default 23791..23793)
+#   LOADMGR_DOCKER_ZK_PORT_1..3    ZooKeeper client ports published on 127.0.0.1 (default 21811..21813)
+# shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-project="${LOADMGR_DOCKER_PROJECT:-loadmgr-failover}"
+store_kind="${LOADMGR_DOCKER_STORE:-etcd}"
 fencing_mode="${LOADMGR_DOCKER_FENCING:-strict}"
-log_dir="${LOADMGR_DOCKER_LOG_DIR:-$here/../target/docker-failover-logs}"
+log_dir="${LOADMGR_DOCKER_LOG_DIR:-$here/../target/docker-failover-logs/$store_kind}"
 ns=public/demo
 bundles=12
 brokers=(broker-1 broker-2 broker-3)
-etcd_ports=("${LOADMGR_DOCKER_ETCD_PORT_1:-23791}" "${LOADMGR_DOCKER_ETCD_PORT_2:-23792}" "${LOADMGR_DOCKER_ETCD_PORT_3:-23793}")
-endpoints="127.0.0.1:${etcd_ports[0]},127.0.0.1:${etcd_ports[1]},127.0.0.1:${etcd_ports[2]}"
-store="etcd:http://${endpoints//,/,http://}"
 session_ms="$(sed -n 's/^metadataStoreSessionTimeoutMillis=\([0-9]*\)$/\1/p' "$here/conf/broker.conf")"
 
 # Time limits, ms after the event. A new leader must be elected within the session timeout + 2 s; the others
-# leave room for the leader's reaction and, on reconnection, for the etcd client's back-off.
+# leave room for the leader's reaction and, on reconnection, for the store client's back-off.
 limit_leader_ms=$((session_ms + 2000))
 limit_reowned_ms=$((session_ms + 5000))
 limit_register_ms=30000
@@ -57,40 +61,53 @@ warn() {
 }
 
 # ---------------------------------------------------------------------------------------------------------------
+# The store: registered(), leader(), owners(), assigning(), the Compose file and the store's services.
+
+if [ "$store_kind" = etcd ]; then
+  # shellcheck source=stores/etcd.sh
+  source "$here/stores/etcd.sh"
+elif [ "$store_kind" = zk ]; then
+  # shellcheck source=stores/zk.sh
+  source "$here/stores/zk.sh"
+else
+  fail "LOADMGR_DOCKER_STORE must be etcd or zk, not $store_kind"
+fi
+project="${LOADMGR_DOCKER_PROJECT:-$store_project_default}"
+
+# ---------------------------------------------------------------------------------------------------------------
 # Tools
 
 command -v docker >/dev/null 2>&1 || fail "docker is not installed"
 docker info >/dev/null 2>&1 || fail "the Docker engine does not answer (\`docker info\` fails)"
 if command -v docker-compose >/dev/null 2>&1; then
-  compose=(docker-compose -p "$project" -f "$here/docker-compose.yml")
+  compose=(docker-compose -p "$project" -f "$store_compose_file")
 elif docker compose version >/dev/null 2>&1; then
-  compose=(docker compose -p "$project" -f "$here/docker-compose.yml")
+  compose=(docker compose -p "$project" -f "$store_compose_file")
 else
   fail "neither docker-compose nor the docker compose plugin is installed (Debian: apt-get install docker-compose)"
 fi
-command -v etcdctl >/dev/null 2>&1 || fail "etcdctl is missing: install etcd-client (scripts/install-test-deps.sh does)"
+store_check_tools
 [ -n "$session_ms" ] || fail "no metadataStoreSessionTimeoutMillis in $here/conf/broker.conf"
 case "$fencing_mode" in strict | warn) ;; *) fail "LOADMGR_DOCKER_FENCING must be strict or warn, not $fencing_mode" ;; esac
 
 if [ "${LOADMGR_DOCKER_SKIP_BUILD:-0}" = 1 ]; then
-  for image in "${LOADMGR_IMAGE:-loadmgr:local}" "${LOADMGR_ETCD_IMAGE:-loadmgr-etcd:local}"; do
+  for image in "${LOADMGR_IMAGE:-loadmgr:local}" "$store_image"; do
     docker image inspect "$image" >/dev/null 2>&1 || fail "LOADMGR_DOCKER_SKIP_BUILD=1 but there is no image $image"
   done
 else
-  "$here/build-images.sh" || fail "building the images failed"
+  "$here/build-images.sh" "$store_kind" || fail "building the images failed"
 fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/loadmgr-failover.XXXXXX")"
-# `loadmgr admin` runs on the host against etcd's published ports, with the binary taken out of the image, so it
-# is the very binary the brokers run.
+# `loadmgr admin` runs on the host against the store's published ports, with the binary taken out of the image,
+# so it is the very binary the brokers run.
 lm="$work/loadmgr"
 tmp_container="$(docker create "${LOADMGR_IMAGE:-loadmgr:local}")"
 docker cp "$tmp_container:/usr/local/bin/loadmgr" "$lm" >/dev/null
 docker rm "$tmp_container" >/dev/null
 "$lm" --version >/dev/null || fail "the loadmgr binary of the image does not run on this host"
 
-ectl() { etcdctl --endpoints "$endpoints" --dial-timeout=2s --command-timeout=3s "$@"; }
-admin() { "$lm" admin --store "$store" --config "$here/conf/broker.conf" --timeout-ms 10000 "$@"; }
+admin() { "$lm" admin --store "$store_url" --config "$here/conf/broker.conf" --timeout-ms 10000 "$@"; }
 now_ms() { date +%s%3N; }
 # The format of tracing's timestamps, so that they compare as text.
 now_rfc3339() { date -u +%Y-%m-%dT%H:%M:%S.%6NZ; }
@@ -100,19 +117,7 @@ secs() { awk -v ms="$1" 'BEGIN { printf "%.2f s", ms / 1000 }'; }
 cid() { "${compose[@]}" ps -q "$1"; }
 service_of() { echo "${1%%:*}"; } # broker-2:8082 -> broker-2
 
-# Broker ids registered at /loadbalance/brokers/, one a line.
-registered() { ectl get --keys-only --prefix /loadbalance/brokers/ | sed -n 's|^/loadbalance/brokers/||p'; }
-leader() { ectl get --print-value-only /loadbalance/leader | sed -n 's/.*"brokerId":"\([^"]*\)".*/\1/p'; }
-# "RANGE OWNER" lines of the namespace's ownership nodes (/namespace/<ns>/<range>, the owner from httpUrl).
-owners() {
-  ectl get --prefix "/namespace/$ns/" | awk '
-    NR % 2 == 1 { n = split($0, parts, "/"); range = parts[n]; next }
-    { owner = "?"
-      if (match($0, /"httpUrl":"[a-z]+:\/\/[^"]*"/)) { owner = substr($0, RSTART + 11, RLENGTH - 12); sub(/^[a-z]+:\/\//, "", owner) }
-      print range, owner }' | sort
-}
 owned_by() { owners | awk -v b="$1" '$2 == b { print $1 }'; }
-assigning() { ectl get --print-value-only --prefix "/loadmgr/assignments/$ns/" | grep -c '"state":"assigning"' || true; }
 
 # Polls "$@" every 0.1 s until it succeeds or limit_ms pass since start_ms; sets `elapsed` (ms since start_ms).
 elapsed=0
@@ -202,7 +207,7 @@ save_logs() {
   local s
   mkdir -p "$log_dir"
   log_dir="$(cd "$log_dir" && pwd)"
-  for s in etcd-1 etcd-2 etcd-3 "${brokers[@]}"; do
+  for s in "${store_services[@]}" "${brokers[@]}"; do
     if [ -n "$(cid "$s" 2>/dev/null)" ]; then
       container_log "$s" >"$log_dir/$s.log" 2>/dev/null
     fi
@@ -216,7 +221,7 @@ finish() {
   if [ -n "$(cid broker-1 2>/dev/null)" ]; then
     save_logs
     if [ "$status" -ne 0 ]; then
-      for s in "${brokers[@]}" etcd-1; do
+      for s in "${brokers[@]}" "${store_services[0]}"; do
         echo "----- last 60 lines of $s's log (all of it: $log_dir/$s.log) -----" >&2
         tail -n 60 "$log_dir/$s.log" >&2
       done
@@ -226,7 +231,7 @@ finish() {
   "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1 || echo "docker-compose down failed" >&2
   rm -rf "$work"
   echo
-  echo "=== failover test results (containers' logs in $log_dir) ==="
+  echo "=== failover test results on $store_name (containers' logs in $log_dir) ==="
   printf '%s\n' "${results[@]}"
   local warnings
   warnings="$(printf '%s\n' "${results[@]}" | grep -c '^WARNING' || true)"
@@ -246,7 +251,7 @@ trap finish EXIT
 
 "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1 || true # what an interrupted run may have left
 t0="$(now_ms)"
-echo "-- docker-compose up -d (etcd first, the brokers once every etcd member is healthy)"
+echo "-- docker-compose up -d ($store_name first, the brokers once every $store_name member is healthy)"
 "${compose[@]}" up -d || fail "docker-compose up failed"
 wait_for "$t0" 60000 "3 brokers registered" three_registered
 wait_for "$t0" 60000 "a leader elected" has_leader
