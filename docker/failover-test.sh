@@ -139,9 +139,11 @@ wait_for() {
 # (No grep -q or head on a pipe: a reader that stops early fails the pipe under pipefail, the writer gets SIGPIPE.)
 # watch_until START_MS LIMIT_MS VAR COMMAND... [-- VAR COMMAND...]...: polls every command every 0.1 s until all have
 # succeeded once or LIMIT_MS pass since START_MS; sets each VAR to the time (ms) its command first succeeded, and
-# leaves it empty if it never did.
+# leaves it empty if it never did. A time is thus late by up to one round of polls (the 0.1 s pause and the
+# reads): poll_round_ms is set to their mean length.
+poll_round_ms=0
 watch_until() {
-  local start_ms="$1" limit_ms="$2" i var pending
+  local start_ms="$1" limit_ms="$2" i var pending began rounds=0
   shift 2
   local -a vars=() cmds=()
   while [ $# -gt 0 ]; do
@@ -156,7 +158,9 @@ watch_until() {
     vars+=("$var")
     cmds+=("$(printf '%q ' "${cmd[@]}")")
   done
+  began="$(now_ms)"
   while true; do
+    rounds=$((rounds + 1))
     pending=0
     for i in "${!vars[@]}"; do
       [ -z "${!vars[i]}" ] || continue
@@ -166,7 +170,10 @@ watch_until() {
         pending=1
       fi
     done
-    [ "$pending" -eq 1 ] && [ $(($(now_ms) - start_ms)) -le "$limit_ms" ] || return 0
+    if [ "$pending" -eq 0 ] || [ $(($(now_ms) - start_ms)) -gt "$limit_ms" ]; then
+      poll_round_ms=$((($(now_ms) - began) / rounds))
+      return 0
+    fi
     sleep 0.1
   done
 }
@@ -307,7 +314,7 @@ t_leader=$((at_leader - died_ms))
 t_reowned=$((at_reowned - died_ms))
 [ "$t_reowned" -le "$limit_reowned_ms" ] || fail "(a) $old_leader's bundles owned by others not until $(secs "$t_reowned") after it died (limit $(secs "$limit_reowned_ms"))"
 note "(a) leader $old_leader SIGKILLed: its container exited $(secs $((died_ms - t0))) after \`docker kill\` began"
-note "(a) after its death: registration gone $(secs $((at_dereg - died_ms))), new leader $new_leader $(secs "$t_leader") (limit $(secs "$limit_leader_ms"); $(secs $((at_leader - t0))) after \`docker kill\` began), its ${#lost[@]} bundles owned by others $(secs "$t_reowned") (limit $(secs "$limit_reowned_ms"))"
+note "(a) after its death: registration gone $(secs $((at_dereg - died_ms))), new leader $new_leader $(secs "$t_leader") (limit $(secs "$limit_leader_ms"); $(secs $((at_leader - t0))) after \`docker kill\` began), its ${#lost[@]} bundles owned by others $(secs "$t_reowned") (limit $(secs "$limit_reowned_ms")); polled every $(secs "$poll_round_ms")"
 
 # ---------------------------------------------------------------------------------------------------------------
 # (b) bring it back
@@ -349,7 +356,7 @@ watch_until "$t0" "$limit_reowned_ms" \
 [ -n "$at_dereg" ] || fail "(c) $victim's registration still there $(secs "$limit_reowned_ms") after it was cut off"
 [ -n "$at_reowned" ] || fail "(c) $victim's bundles not all owned by the others $(secs "$limit_reowned_ms") after it was cut off: $(owners | tr '\n' ' ')"
 [ "$(leader)" = "$current_leader" ] || fail "(c) the leader changed from $current_leader to $(leader) when $victim was cut off"
-note "(c) $victim cut off (\`network disconnect\` took $(secs "$t_cmd")): registration gone after $(secs $((at_dereg - t0))), its ${#cut[@]} bundles owned by others after $(secs $((at_reowned - t0))) (limit $(secs "$limit_reowned_ms"))"
+note "(c) $victim cut off (\`network disconnect\` took $(secs "$t_cmd")): registration gone after $(secs $((at_dereg - t0))), its ${#cut[@]} bundles owned by others after $(secs $((at_reowned - t0))) (limit $(secs "$limit_reowned_ms")); polled every $(secs "$poll_round_ms")"
 
 # Fencing, from the logs: every bundle the cut-off broker served must be logged as no longer served by it
 # ("stopped serving", "not serving", "released") before any other broker logs "acquired ownership" of it.
