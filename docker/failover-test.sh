@@ -8,7 +8,10 @@
 #   (c) cut a non-leader broker that owns bundles off the network: its bundles are owned by the others once its
 #       session expires, and it FENCED itself: for every bundle it served, its log says it stopped serving it
 #       before another broker's log says it acquired it (RFC 3339 timestamps; all containers share the clock);
-#   (d) reconnect it: it registers again and takes no bundle back.
+#   (d) reconnect it: it registers again and takes no bundle back;
+#   (e) the brokers' serving logs (--serving-log: when each one served which bundle, in µs of the shared clock)
+#       show no bundle served by two brokers at the same instant over the whole run, and the reconnected broker
+#       serving nothing after (d).
 #
 # The steps and checks are the same on both stores; what differs (the Compose file, the store's containers, how
 # the registered brokers, the leader and the bundles' owners are read) is in stores/etcd.sh and stores/zk.sh.
@@ -21,7 +24,8 @@
 #   LOADMGR_DOCKER_STORE        etcd (default) or zk
 #   LOADMGR_BIN                 loadmgr binary for the image (default: cargo build --release; see build-images.sh)
 #   LOADMGR_DOCKER_SKIP_BUILD=1 use the existing images as they are
-#   LOADMGR_DOCKER_FENCING=warn report a fencing violation as a warning instead of failing
+#   LOADMGR_DOCKER_FENCING=warn report a fencing violation (in the logs (c) or the serving logs (e)) as a warning
+#                               instead of failing
 #   LOADMGR_DOCKER_LOG_DIR      where to keep the containers' logs
 #   LOADMGR_DOCKER_PROJECT      Compose project name (default loadmgr-failover, loadmgr-failover-zk)
 #   LOADMGR_DOCKER_ETCD_PORT_1..3  etcd client ports published on 127.0.0.1 (default 23791..23793)
@@ -98,6 +102,11 @@ else
   "$here/build-images.sh" "$store_kind" || fail "building the images failed"
 fi
 
+mkdir -p "$log_dir"
+log_dir="$(cd "$log_dir" && pwd)"
+serving_dir="$log_dir/serving"
+rm -rf "$serving_dir"
+mkdir -p "$serving_dir"
 work="$(mktemp -d "${TMPDIR:-/tmp}/loadmgr-failover.XXXXXX")"
 # `loadmgr admin` runs on the host against the store's published ports, with the binary taken out of the image,
 # so it is the very binary the brokers run.
@@ -207,17 +216,27 @@ reowned_without() {
   done
 }
 
+# The serving logs, in $serving_dir: SERVICE's /serving/SERVICE.jsonl (on the volume the brokers share) copied as
+# NAME.jsonl, with the time (µs) at which an interval still open in it ended at the latest in NAME.end: the
+# process's death, or the time of the copy for a running one. A restarted broker truncates its file, so (b)
+# copies the killed one's first.
+now_us() { date +%s%6N; }
+fetch_serving_log() { # $1: service, $2: name, $3: end (µs)
+  docker cp "$(cid "$1"):/serving/$1.jsonl" "$serving_dir/$2.jsonl" >/dev/null && echo "$1 $3" >"$serving_dir/$2.end"
+}
+
 # A container's log without colours.
 container_log() { docker logs "$(cid "$1")" 2>&1 | sed 's/\x1b\[[0-9;]*m//g'; }
 
 save_logs() {
   local s
-  mkdir -p "$log_dir"
-  log_dir="$(cd "$log_dir" && pwd)"
   for s in "${store_services[@]}" "${brokers[@]}"; do
     if [ -n "$(cid "$s" 2>/dev/null)" ]; then
       container_log "$s" >"$log_dir/$s.log" 2>/dev/null
     fi
+  done
+  for s in "${brokers[@]}"; do
+    fetch_serving_log "$s" "$s" "$(now_us)" 2>/dev/null || true
   done
 }
 
@@ -295,10 +314,12 @@ mapfile -t lost < <(owned_by "$old_leader")
 old_leader_cid="$(cid "$(service_of "$old_leader")")"
 echo "-- (a) docker kill (SIGKILL) $old_leader, the leader, owning ${#lost[@]} bundles"
 t0="$(now_ms)"
+killed_us="$(now_us)"
 docker kill "$old_leader_cid" >/dev/null
 docker wait "$old_leader_cid" >/dev/null
 # The time the broker died, as Docker recorded it: `docker kill` itself takes a few hundred ms here.
-died_ms="$(date -d "$(docker inspect -f '{{.State.FinishedAt}}' "$old_leader_cid")" +%s%3N)"
+died_at="$(docker inspect -f '{{.State.FinishedAt}}' "$old_leader_cid")"
+died_ms="$(date -d "$died_at" +%s%3N)"
 at_leader="" at_dereg="" at_reowned=""
 watch_until "$t0" $((limit_reowned_ms + 1000)) \
   at_leader leader_is_not "$old_leader" -- \
@@ -319,6 +340,8 @@ note "(a) after its death: registration gone $(secs $((at_dereg - died_ms))), ne
 # ---------------------------------------------------------------------------------------------------------------
 # (b) bring it back
 
+fetch_serving_log "$(service_of "$old_leader")" "$(service_of "$old_leader").before-restart" "$(date -d "$died_at" +%s%6N)" \
+  || fail "(b) cannot copy the serving log of $old_leader before restarting it"
 echo "-- (b) docker start $(service_of "$old_leader")"
 t0="$(now_ms)"
 docker start "$(cid "$(service_of "$old_leader")")" >/dev/null
@@ -347,6 +370,7 @@ before_partition="$(owners)"
 echo "-- (c) docker network disconnect $network $victim_service ($victim, owning ${#cut[@]} bundles; leader $current_leader)"
 t0="$(now_ms)"
 t0_text="$(now_rfc3339)"
+partitioned_us="$(to_us "$t0_text")"
 docker network disconnect "$network" "$victim_cid"
 t_cmd=$(($(now_ms) - t0))
 at_dereg="" at_reowned=""
@@ -437,3 +461,61 @@ done
 reacquired="$(log_events "$victim_service" ' acquired ownership( |$)' | wc -l)"
 [ "$reacquired" -eq 0 ] || fail "(d) $victim logged \"acquired ownership\" $reacquired times after reconnecting"
 note "(d) $victim reconnected: registered again after $(secs "$t_rereg"); owns no bundle and no owner changed for $(secs "$settle_ms") after"
+reconnected_us="$(to_us "$t0_text")"
+
+# ---------------------------------------------------------------------------------------------------------------
+# (e) the serving logs: no bundle served by two brokers at the same instant
+
+for s in "${brokers[@]}"; do
+  fetch_serving_log "$s" "$s" "$(now_us)" || fail "(e) cannot copy the serving log of $s"
+done
+# Every interval, "BUNDLE SERVICE FIRST_US LAST_US HOW": a start matched with its stop (same bundle and token)
+# is closed at the stop's last batch; an unmatched start is open, and ends at the latest at its file's end.
+intervals() {
+  local f service end
+  for f in "$serving_dir"/*.jsonl; do
+    read -r service end <"${f%.jsonl}.end"
+    awk -v service="$service" -v end="$end" '
+      function field(name,   v) {
+        if (!match($0, "\"" name "\":(\"[^\"]*\"|-?[0-9]+)")) return ""
+        v = substr($0, RSTART + length(name) + 3, RLENGTH - length(name) - 3)
+        gsub(/"/, "", v)
+        return v
+      }
+      NF { ev = field("event"); k = field("bundle") " " field("token"); at = field("atUs")
+           if (ev == "start") open[k] = at
+           else if (ev == "stop") { split(k, p, " "); print p[1], service, (k in open) ? open[k] : at, at, "closed"; delete open[k] } }
+      END { for (k in open) { split(k, p, " "); print p[1], service, open[k], end, "open" } }' "$f"
+  done | sort -k1,1 -k3,3n
+}
+all_intervals="$(intervals)"
+# "overlap BUNDLE A A_FIRST A_LAST B B_FIRST B_LAST" for two brokers' intervals of a bundle that share an instant;
+# "handover BUNDLE A A_LAST B B_FIRST" for every change of server, A's last batch before B's first one.
+serving_events="$(awk '
+  $1 != bundle { bundle = $1; n = 0 }
+  { n++; who[n] = $2; first[n] = $3; last[n] = $4
+    for (i = 1; i < n; i++) if (who[i] != $2 && last[i] >= $3) print "overlap", $1, who[i], first[i], last[i], $2, $3, $4
+    if (n > 1 && who[n - 1] != $2) print "handover", $1, who[n - 1], last[n - 1], $2, $3 }' <<<"$all_intervals")"
+n_intervals="$(grep -c . <<<"$all_intervals" || true)"
+n_bundles="$(awk '{ print $1 }' <<<"$all_intervals" | sort -u | grep -c . || true)"
+[ "$n_bundles" -ge "$bundles" ] || fail "(e) the serving logs in $serving_dir cover only $n_bundles bundles"
+# The gaps between one broker's last batch and the next one's first, over the handovers from service $1 (any if
+# empty) whose last batch is in [$2, $3) µs.
+gaps() {
+  awk -v from="$1" -v since="$2" -v until="$3" '
+    $1 == "handover" && (from == "" || $3 == from) && $4 >= since && $4 < until { print ($6 - $4) / 1e6 }' <<<"$serving_events" \
+    | sort -n | awk 'NR == 1 { min = $1 } { max = $1; n++ }
+        END { if (n) printf "%d handover%s, gap %.2f to %.2f s", n, n == 1 ? "" : "s", min, max; else printf "no handover" }'
+}
+victim_served_after="$(awk -v b="$victim_service" -v t="$reconnected_us" '$2 == b && $3 >= t' <<<"$all_intervals" | grep -c . || true)"
+[ "$victim_served_after" -eq 0 ] || fail "(e) $victim's serving log has $victim_served_after intervals started after it was reconnected"
+overlaps="$(grep -c '^overlap' <<<"$serving_events" || true)"
+awk '$1 == "overlap" { printf "   %s: served by %s until %.3f s after %s started at the same time\n", $2, $3, ($5 - $7) / 1e6, $6 }' <<<"$serving_events"
+summary="$n_intervals intervals of $n_bundles bundles, $(gaps "" 0 "$(now_us)"); in (a) from the killed $old_leader, timed from its death: $(gaps "$(service_of "$old_leader")" "$killed_us" "$partitioned_us"); in (c) from the cut-off $victim: $(gaps "$victim_service" "$partitioned_us" "$reconnected_us")"
+if [ "$overlaps" -eq 0 ]; then
+  note "(e) serving logs: no bundle served by two brokers at once ($summary)"
+elif [ "$fencing_mode" = warn ]; then
+  warn "(e) serving logs: $overlaps times two brokers served a bundle at once ($summary); LOADMGR_DOCKER_FENCING=warn"
+else
+  fail "(e) serving logs: $overlaps times two brokers served a bundle at once ($summary). LOADMGR_DOCKER_FENCING=warn makes this a warning"
+fi
