@@ -20,9 +20,14 @@ demo:
 	@./scripts/demo.sh
 
 ## Failover in Docker: builds FROM-scratch images (release binary, or LOADMGR_BIN), starts three brokers on a
-## three-member etcd with docker-compose, kills, restarts, partitions and reconnects brokers (docker/).
+## three-member etcd with docker-compose, kills, restarts, partitions and reconnects brokers (docker/); then the
+## same on a three-member ZooKeeper ensemble, even if etcd failed (each run prints its own results).
+## `make docker-test DOCKER_STORES=zk` runs one store only.
+DOCKER_STORES ?= etcd zk
 docker-test:
-	@./docker/failover-test.sh
+	@failed=""; for store in $(DOCKER_STORES); do \
+	  LOADMGR_DOCKER_STORE=$$store ./docker/failover-test.sh || failed="$$failed $$store"; \
+	done; [ -z "$$failed" ] || { echo "docker-test failed on:$$failed" >&2; exit 1; }
 
 ## The fast tests only, for the edit-compile-test loop: the library's and the binary's unit tests and the tests/
 ## files that need no ZooKeeper, etcd, Docker or network (a few seconds once built; tests/README.md lists what
