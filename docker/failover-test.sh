@@ -510,7 +510,8 @@ gaps() {
 victim_served_after="$(awk -v b="$victim_service" -v t="$reconnected_us" '$2 == b && $3 >= t' <<<"$all_intervals" | grep -c . || true)"
 [ "$victim_served_after" -eq 0 ] || fail "(e) $victim's serving log has $victim_served_after intervals started after it was reconnected"
 overlaps="$(grep -c '^overlap' <<<"$serving_events" || true)"
-awk '$1 == "overlap" { printf "   %s: served by %s until %.3f s after %s started at the same time\n", $2, $3, ($5 - $7) / 1e6, $6 }' <<<"$serving_events"
+awk '$1 == "overlap" { until = $5 < $8 ? $5 : $8
+  printf "   %s: SERVED BY TWO BROKERS for %.3f s (%s, and %s from %.3f s before %s stopped)\n", $2, (until - $7) / 1e6, $3, $6, ($5 - $7) / 1e6, $3 }' <<<"$serving_events"
 summary="$n_intervals intervals of $n_bundles bundles, $(gaps "" 0 "$(now_us)"); in (a) from the killed $old_leader, timed from its death: $(gaps "$(service_of "$old_leader")" "$killed_us" "$partitioned_us"); in (c) from the cut-off $victim: $(gaps "$victim_service" "$partitioned_us" "$reconnected_us")"
 if [ "$overlaps" -eq 0 ]; then
   note "(e) serving logs: no bundle served by two brokers at once ($summary)"
