@@ -46,6 +46,8 @@ pub const POLICIES: &str = "/admin/policies";
 pub const LOCAL_POLICIES: &str = "/admin/local-policies";
 /// Pulsar's dynamic configuration (`DynamicConfigurationResources`): a JSON object of key → string value.
 pub const DYNAMIC_CONFIGURATION: &str = "/admin/configuration";
+/// Partitioned topics' metadata: `/admin/partitioned-topics/<tenant>/<ns>/<domain>/<encoded name>`.
+pub const PARTITIONED_TOPICS: &str = "/admin/partitioned-topics";
 /// Everything loadmgr adds lives below this node.
 pub const LOADMGR_ROOT: &str = "/loadmgr";
 /// Parent of the assignment records (intent and desired owner of every assigned bundle).

@@ -242,6 +242,37 @@ settings! {
     ("webServicePort", dynamic = false) web_service_port: Option<i32> = Some(8080);
     /// HTTPS port; the broker id's port when there is no HTTP port.
     ("webServicePortTls", dynamic = false) web_service_port_tls: Option<i32> = None;
+    /// The web service's certificate chain (PEM), for `webServicePortTls`.
+    ("tlsCertificateFilePath", dynamic = false) tls_certificate_file_path: Option<String> = None;
+    /// The key of that certificate (PEM: PKCS #8, PKCS #1 or SEC1).
+    ("tlsKeyFilePath", dynamic = false) tls_key_file_path: Option<String> = None;
+    /// CA certificates (PEM) the broker trusts when it calls another broker over HTTPS (the leader, for a
+    /// lookup); the system's roots are not used.
+    ("tlsTrustCertsFilePath", dynamic = false) tls_trust_certs_file_path: Option<String> = None;
+    /// Whether the web service authenticates clients (with the providers of `authenticationProviders`).
+    ("authenticationEnabled", dynamic = false) authentication_enabled: bool = false;
+    /// Authentication providers (class names); loadmgr implements
+    /// `org.apache.pulsar.broker.authentication.AuthenticationProviderToken` (JWT in `Authorization: Bearer`).
+    ("authenticationProviders", dynamic = false) authentication_providers: Vec<String> = Vec::new();
+    /// Whether authenticated roles are checked: admin and configuration endpoints need a super-user role.
+    ("authorizationEnabled", dynamic = false) authorization_enabled: bool = false;
+    /// Roles that may do everything (the `sub` claim of their tokens).
+    ("superUserRoles", dynamic = false) super_user_roles: Vec<String> = Vec::new();
+    /// The HMAC key of signed tokens: `data:;base64,<key>`, `file:///path`, `env:VAR` or the key in base64.
+    ("tokenSecretKey", dynamic = false) token_secret_key: Option<String> = None;
+    /// The public key (PEM or DER, same forms as `tokenSecretKey`) of tokens signed with `tokenPublicAlg`.
+    ("tokenPublicKey", dynamic = false) token_public_key: Option<String> = None;
+    /// The claim that holds the role.
+    ("tokenAuthClaim", dynamic = false) token_auth_claim: String = "sub".to_owned();
+    /// The algorithm of tokens checked with `tokenPublicKey` (RS256, RS384, RS512, PS256, PS384, PS512, ES256,
+    /// ES384).
+    ("tokenPublicAlg", dynamic = false) token_public_alg: String = "RS256".to_owned();
+    /// The claim that holds the audience; empty: the audience is not checked.
+    ("tokenAudienceClaim", dynamic = false) token_audience_claim: Option<String> = None;
+    /// The audience a token must name in `tokenAudienceClaim`.
+    ("tokenAudience", dynamic = false) token_audience: Option<String> = None;
+    /// Whether `/metrics` needs authentication too (Pulsar's broker default: no).
+    ("authenticateMetricsEndpoint", dynamic = false) authenticate_metrics_endpoint: bool = false;
     /// Binary protocol port (`pulsar://`).
     ("brokerServicePort", dynamic = false) broker_service_port: Option<i32> = Some(6650);
     /// Binary protocol TLS port (`pulsar+ssl://`).

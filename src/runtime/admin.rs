@@ -339,3 +339,50 @@ pub async fn set_dynamic_config(
         paths::DYNAMIC_CONFIGURATION
     )))
 }
+
+/// Removes one key from the dynamic configuration (compare-and-set, retried on a concurrent change); every
+/// broker goes back to its `broker.conf` value. `Ok(false)` when the key was not set.
+pub async fn delete_dynamic_config(store: &DynStore, key: &str) -> Result<bool, RuntimeError> {
+    match crate::config::Settings::is_dynamic(key) {
+        Some(true) => {}
+        Some(false) => {
+            return Err(RuntimeError::Invalid(format!(
+                "{key} is not a dynamic setting: it is never in the dynamic configuration"
+            )))
+        }
+        None => return Err(RuntimeError::Invalid(format!("unknown setting {key}"))),
+    }
+    for _ in 0..10 {
+        let (mut map, expected) = match store
+            .get_json::<DynamicConfig>(paths::DYNAMIC_CONFIGURATION)
+            .await
+        {
+            Ok(Some((m, stat))) => (m, stat.version),
+            Ok(None) => return Ok(false),
+            Err(Error::Content { path, reason }) => {
+                return Err(RuntimeError::Malformed { path, reason })
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if map.remove(key).is_none() {
+            return Ok(false);
+        }
+        match store
+            .put(
+                paths::DYNAMIC_CONFIGURATION,
+                &to_json_vec(&map),
+                Some(expected),
+                CreateOptions::PERSISTENT,
+            )
+            .await
+        {
+            Ok(_) => return Ok(true),
+            Err(Error::BadVersion { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(RuntimeError::Invalid(format!(
+        "{} kept changing; {key} not removed",
+        paths::DYNAMIC_CONFIGURATION
+    )))
+}

@@ -97,6 +97,8 @@ impl BrokerAgent {
         let clock = options.clock.unwrap_or_default();
         let seed = options.seed.unwrap_or(settings.loadmgr_random_seed as u64);
         let (settings_tx, _) = watch::channel(settings.clone());
+        let meters = super::meters::Meters::default();
+        let store = super::meters::MeteredStore::wrap(store, meters.clone());
         let shared = Arc::new(AgentShared {
             ownership_data: identity.ownership_data(),
             broker_id: broker_id.clone(),
@@ -112,6 +114,9 @@ impl BrokerAgent {
             metrics: AgentMetrics::default(),
             last_loss_ms: AtomicI64::new(i64::MIN),
             stopping: AtomicBool::new(false),
+            local_requests: Mutex::new(None),
+            meters,
+            leader_status: Mutex::new(None),
         });
         let (stop, stop_rx) = watch::channel(false);
 
@@ -225,6 +230,11 @@ impl BrokerAgent {
             tasks: vec![config_task, own_task, requests_task],
             leader_task,
         })
+    }
+
+    /// The state the agent's tasks share (for the web service).
+    pub(crate) fn shared(&self) -> Arc<AgentShared> {
+        self.shared.clone()
     }
 
     /// The broker id (`host:port`).

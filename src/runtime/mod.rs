@@ -150,6 +150,7 @@ pub mod host_usage;
 pub mod identity;
 // Public for its module docs only: everything in it is `pub(crate)` or narrower.
 pub mod leader;
+pub mod meters;
 pub mod monitor;
 pub mod namespaces;
 pub mod ownership;
@@ -157,6 +158,7 @@ pub mod requests;
 pub mod shared;
 pub mod snapshot;
 pub mod synthetic;
+pub mod view;
 
 use std::time::Duration;
 

@@ -20,6 +20,9 @@ fn decode_bundles(path: &str, data: &BundlesData) -> Result<NamespaceBundles, Ru
     })
 }
 
+/// The most bundles a namespace may be created with (the boundaries are held in memory by every broker).
+pub const MAX_INITIAL_BUNDLES: u64 = 1_000_000;
+
 /// Reads a namespace's bundles: local policies, else the `bundles` of its policies (as Pulsar's
 /// `NamespaceBundleFactory` does before it copies them), else `None` (the namespace does not exist).
 pub async fn read_bundles(
@@ -109,6 +112,11 @@ pub async fn create_namespace(
     count: u64,
     cluster: Option<&str>,
 ) -> Result<NamespaceBundles, RuntimeError> {
+    if count > MAX_INITIAL_BUNDLES {
+        return Err(RuntimeError::Invalid(format!(
+            "--bundles {count}: at most {MAX_INITIAL_BUNDLES} bundles per namespace at creation"
+        )));
+    }
     let bundles = NamespaceBundles::initial(count)
         .map_err(|e| RuntimeError::Invalid(format!("--bundles {count}: {e}")))?;
     let ns = namespace.to_string();

@@ -256,6 +256,7 @@ impl AgentShared {
     /// The session is lost: stops serving every bundle at once, all unloads running concurrently, since another
     /// broker may acquire them as soon as the server expires the session.
     async fn fence(&self) {
+        self.meters.session_losses.inc();
         let served: Vec<String> = {
             let served = self.served.lock().unwrap();
             self.fenced.store(true, std::sync::atomic::Ordering::SeqCst);

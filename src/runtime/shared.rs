@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::clock::Clock;
 use super::host::{BrokerHost, OwnershipLease};
@@ -53,6 +53,35 @@ pub(crate) struct AgentShared {
     /// never. Extensible reporting writes a report `loadBalanceSheddingDelayInSeconds` after it.
     pub(super) last_loss_ms: AtomicI64,
     pub(super) stopping: AtomicBool,
+    /// While this broker leads: the leader task's inbox for requests from this process (the web service's
+    /// lookups), answered without a request node in the store.
+    pub(crate) local_requests: Mutex<Option<mpsc::UnboundedSender<LocalRequest>>>,
+    /// Counters and histograms for `/metrics`.
+    pub(crate) meters: super::meters::Meters,
+    /// While this broker leads: its leader core's counters as of the last event (what `/loadmgr/v1/status`
+    /// answers; the store's `/loadmgr/leader-status` is written only with each flush).
+    pub(crate) leader_status: Mutex<Option<crate::model::records::LeaderStatus>>,
+}
+
+/// A request to this broker's leader task from the same process, with where the answer goes.
+#[derive(Debug)]
+pub(crate) struct LocalRequest {
+    pub(crate) request: crate::core::leader::Request,
+    pub(crate) reply: oneshot::Sender<crate::core::leader::Answer>,
+}
+
+impl AgentShared {
+    /// Hands `request` to this broker's leader task and waits for the core's answer; `None` when this
+    /// broker does not lead (any more).
+    pub(crate) async fn ask_leader(
+        &self,
+        request: crate::core::leader::Request,
+    ) -> Option<crate::core::leader::Answer> {
+        let (reply, answer) = oneshot::channel();
+        let inbox = self.local_requests.lock().unwrap().clone()?;
+        inbox.send(LocalRequest { request, reply }).ok()?;
+        answer.await.ok()
+    }
 }
 
 impl AgentShared {

@@ -9,7 +9,9 @@ use crate::core::leader::{
     Command, Event, FlushedNode, FlushedValue, Level, Outcome, Reread, SplitWrite,
 };
 use crate::model::json::to_json_vec;
-use crate::model::records::{AdminRequest, RequestOp, RequestResponse};
+use crate::model::records::{
+    AdminRequest, AssignmentCause, AssignmentState, BundleAssignment, RequestOp, RequestResponse,
+};
 use crate::paths;
 use crate::store::{CreateOptions, Error, MetadataStoreExt, Op, OpResult, CREATE_ONLY};
 
@@ -94,6 +96,37 @@ impl Executor {
         }
     }
 
+    /// Counts a record written: a move started (and, for shedding, the unloaded bundle and its source), or a
+    /// move completed with its duration.
+    fn count_record(&mut self, record: &BundleAssignment) {
+        let m = &self.sh.meters;
+        let cause = crate::runtime::meters::CauseLabels {
+            cause: record.cause.name().to_owned(),
+        };
+        match record.state {
+            AssignmentState::Assigning => {
+                m.moves_started.get_or_create(&cause).inc();
+                if record.cause == AssignmentCause::Shedding {
+                    m.unload_bundles.inc();
+                    let cycle = self.core.shedding_ticks();
+                    if let Some(source) = &record.source {
+                        if self.unloaded_sources.insert((cycle, source.clone())) {
+                            m.unload_brokers.inc();
+                        }
+                        self.unloaded_sources.retain(|(c, _)| *c == cycle);
+                    }
+                }
+            }
+            AssignmentState::Assigned => {
+                m.moves_completed.get_or_create(&cause).inc();
+                if record.cause != AssignmentCause::Adopted {
+                    let ms = (record.updated_ms - record.created_ms).max(0);
+                    m.move_duration.observe(ms as f64 / 1000.0);
+                }
+            }
+        }
+    }
+
     /// Executes one command; the event to give the core next, if any (a write's outcome).
     pub(super) async fn execute(&mut self, c: Command) -> Step<Option<Event>> {
         let id = self.sh.broker_id.clone();
@@ -110,6 +143,9 @@ impl Executor {
                     options: CreateOptions::PERSISTENT,
                 };
                 let outcome = self.batch(vec![op], false).await?;
+                if let Outcome::Written(_) = outcome {
+                    self.count_record(&record);
+                }
                 Ok(Some(Event::Done { ticket, outcome }))
             }
             Command::Flush {
@@ -128,7 +164,16 @@ impl Executor {
                     })
                     .collect();
                 ops.push(Op::put(paths::LEADER_STATUS, to_json_vec(&status)));
+                let nodes = ops.len() as u64;
+                let started = tokio::time::Instant::now();
                 let outcome = self.batch(ops, false).await?;
+                self.sh
+                    .meters
+                    .flush_duration
+                    .observe(started.elapsed().as_secs_f64());
+                if let Outcome::Written(_) = outcome {
+                    self.sh.meters.flush_nodes.inc_by(nodes);
+                }
                 Ok(Some(Event::Done { ticket, outcome }))
             }
             Command::Delete { ticket, node, why } => {
@@ -146,6 +191,9 @@ impl Executor {
             } => {
                 tracing::debug!(leader = %id, "writing {reason}");
                 let outcome = self.batch(split_ops(&write), false).await?;
+                if let Outcome::Written(_) = outcome {
+                    self.sh.meters.splits.inc();
+                }
                 Ok(Some(Event::Done { ticket, outcome }))
             }
             Command::AskSplitPoints {
@@ -165,7 +213,9 @@ impl Executor {
                 Ok(None)
             }
             Command::Answer { id: rid, answer } => {
-                if let Some(open) = self.open.remove(&rid) {
+                if let Some(reply) = self.local_open.remove(&rid) {
+                    let _ = reply.send(answer);
+                } else if let Some(open) = self.open.remove(&rid) {
                     self.write_answer(&open, answer.ok, answer.message, answer.result)
                         .await?;
                 }

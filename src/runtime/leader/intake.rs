@@ -45,11 +45,21 @@ impl Executor {
                 self.applied_reports.insert(id.to_owned(), written);
                 let report = read_registration(&found.value, found.stat.ephemeral)
                     .map_err(|why| format!("{path}: {why}"));
-                if report.is_err() {
-                    self.sh
-                        .metrics
-                        .malformed_reports
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                match &report {
+                    Err(_) => {
+                        self.sh
+                            .metrics
+                            .malformed_reports
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        self.sh.meters.reports_malformed.inc();
+                    }
+                    Ok(r) => {
+                        self.sh.meters.reports_applied.inc();
+                        if r.last_update > 0 {
+                            let lag_ms = (self.sh.now_ms() - r.last_update).max(0);
+                            self.sh.meters.report_lag.observe(lag_ms as f64 / 1000.0);
+                        }
+                    }
                 }
                 self.step(Event::Report {
                     broker: id.to_owned(),
@@ -217,6 +227,29 @@ impl Executor {
         self.step(Event::Request {
             id,
             request: core_request,
+        })
+        .await
+    }
+}
+
+impl Executor {
+    /// A request from this process (the web service): handed to the core like a request node, answered
+    /// through its channel.
+    pub(super) async fn on_local_request(
+        &mut self,
+        r: crate::runtime::shared::LocalRequest,
+    ) -> Step {
+        if let Some(ns) = request_namespace(&r.request) {
+            if self.core.namespace(&ns).is_none() {
+                self.reload_namespace(&ns).await?;
+            }
+        }
+        let id = self.next_request;
+        self.next_request += 1;
+        self.local_open.insert(id, r.reply);
+        self.step(Event::Request {
+            id,
+            request: r.request,
         })
         .await
     }

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::shared::AgentShared;
+use super::shared::{AgentShared, LocalRequest};
 use crate::coordination::LeaderElection;
 use crate::core::leader::{Command, Event, Leader as Core, RequestId, Tick, Ticket};
 use crate::model::records::AdminRequest;
@@ -80,6 +80,11 @@ struct Executor {
     wakes: BTreeSet<i64>,
     points_tx: mpsc::UnboundedSender<SplitPointsAnswer>,
     points_rx: mpsc::UnboundedReceiver<SplitPointsAnswer>,
+    /// Requests from this process (see [`AgentShared::local_requests`]), and where their answers go.
+    local_rx: mpsc::UnboundedReceiver<LocalRequest>,
+    local_open: HashMap<RequestId, tokio::sync::oneshot::Sender<crate::core::leader::Answer>>,
+    /// (shedding cycle, source broker) pairs already counted in `Meters::unload_brokers`.
+    unloaded_sources: BTreeSet<(u64, String)>,
     /// The agent's effective settings; a change is handed to the core before the next event.
     settings: tokio::sync::watch::Receiver<crate::config::Settings>,
 }
@@ -87,6 +92,15 @@ struct Executor {
 /// The leader task: loads everything, then reacts to notifications and timers until leadership is lost.
 pub(crate) async fn run(sh: Arc<AgentShared>, election: Arc<LeaderElection>) {
     let id = sh.broker_id.clone();
+    // Whatever way the task ends (aborted included), this process's requests find no inbox.
+    struct ClearInbox(Arc<AgentShared>);
+    impl Drop for ClearInbox {
+        fn drop(&mut self) {
+            self.0.local_requests.lock().unwrap().take();
+            self.0.leader_status.lock().unwrap().take();
+        }
+    }
+    let _clear = ClearInbox(sh.clone());
     let result = async {
         let streams = subscribe(&sh).await.map_err(|e| e.to_string())?;
         let mut ex = Executor::new(sh.clone(), election);
@@ -138,6 +152,8 @@ impl Executor {
             core.set_log_level(Some(crate::core::leader::Level::Info));
         }
         let (points_tx, points_rx) = mpsc::unbounded_channel();
+        let (local_tx, local_rx) = mpsc::unbounded_channel();
+        *sh.local_requests.lock().unwrap() = Some(local_tx);
         Executor {
             settings,
             sh,
@@ -150,6 +166,9 @@ impl Executor {
             wakes: BTreeSet::new(),
             points_tx,
             points_rx,
+            local_rx,
+            local_open: HashMap::new(),
+            unloaded_sources: BTreeSet::new(),
         }
     }
 
@@ -174,6 +193,10 @@ impl Executor {
                     queue.push_front(c);
                 }
             }
+        }
+        let mut published = self.sh.leader_status.lock().unwrap();
+        if published.as_ref() != Some(self.core.status()) {
+            *published = Some(self.core.status().clone());
         }
         Ok(())
     }
@@ -238,12 +261,18 @@ impl Executor {
                 Some(a) = self.points_rx.recv() => {
                     self.step(Event::SplitPoints { ticket: a.ticket, result: a.result }).await
                 }
+                Some(r) = self.local_rx.recv() => self.on_local_request(r).await,
                 _ = flush.tick() => self.step(Event::Tick(Tick::Flush)).await,
                 _ = async { tokio::time::sleep(wake_in.expect("guarded")).await }, if wake_in.is_some() => {
                     self.wakes.pop_first();
                     self.step(Event::Tick(Tick::SplitCheck)).await
                 }
-                _ = shed.tick() => self.step(Event::Tick(Tick::Shedding)).await,
+                _ = shed.tick() => {
+                    let started = tokio::time::Instant::now();
+                    let r = self.step(Event::Tick(Tick::Shedding)).await;
+                    self.sh.meters.shedding_cycle.observe(started.elapsed().as_secs_f64());
+                    r
+                }
             };
             if let Err(stop) = step {
                 return stop;

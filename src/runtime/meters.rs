@@ -1,0 +1,243 @@
+//! The agent's meters: counters and histograms the agent, its leader task and its web service update as they
+//! work, exposed by the web service at `/metrics` (`http::metrics`). Every type here is cheap to clone (the
+//! values are shared).
+//!
+//! Units: durations in seconds, as Prometheus names them (`_seconds`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use tokio::time::Instant;
+
+use crate::store::{
+    DynStore, MetadataStore, NotificationStream, Op, OpResult, Result, SessionEventStream,
+    SessionValidity, Stat,
+};
+
+/// A label set with one `cause` (of a move).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CauseLabels {
+    /// `lookup`, `shedding`, `unload`, `orphan`, `replaced`, `split`, `adopted`.
+    pub cause: String,
+}
+
+/// A label set with one `outcome` (of a lookup).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// `owned` (answered from what the broker watches), `placed` (the leader placed it), `forwarded` (asked
+    /// the leader), `not_found`, `unavailable`, `error`.
+    pub outcome: String,
+}
+
+/// A label set with the `operation` of a store call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationLabels {
+    /// `get`, `children`, `exists`, `put`, `delete`, `batch`, `watch`.
+    pub operation: String,
+}
+
+fn seconds_histogram() -> Histogram {
+    // 1 ms .. ~65 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+fn histogram_family<L: Clone + std::hash::Hash + Eq>() -> Family<L, Histogram> {
+    Family::new_with_constructor(seconds_histogram)
+}
+
+/// Every meter of one agent; see the module docs.
+#[derive(Debug, Clone)]
+pub struct Meters {
+    /// Reports the leader applied.
+    pub reports_applied: Counter,
+    /// Registration nodes the leader skipped as no report.
+    pub reports_malformed: Counter,
+    /// From a report's `lastUpdate` to the leader applying it.
+    pub report_lag: Histogram,
+    /// A shedding cycle: the decision and starting its moves.
+    pub shedding_cycle: Histogram,
+    /// Moves the leader started, by cause.
+    pub moves_started: Family<CauseLabels, Counter>,
+    /// Moves that completed (the destination took the bundle), by cause.
+    pub moves_completed: Family<CauseLabels, Counter>,
+    /// From a move's record to its completion.
+    pub move_duration: Histogram,
+    /// Bundles unloaded by shedding (Pulsar's `pulsar_lb_unload_bundle_total`).
+    pub unload_bundles: Counter,
+    /// Brokers shedding unloaded bundles from, one per broker and cycle (`pulsar_lb_unload_broker_total`).
+    pub unload_brokers: Counter,
+    /// Bundles split (`pulsar_lb_bundles_split_total`).
+    pub splits: Counter,
+    /// A flush batch.
+    pub flush_duration: Histogram,
+    /// Nodes written or deleted by flushes.
+    pub flush_nodes: Counter,
+    /// Lookups the web service answered, by outcome.
+    pub lookups: Family<OutcomeLabels, Counter>,
+    /// A lookup through the web service, from request to answer.
+    pub lookup_latency: Family<OutcomeLabels, Histogram>,
+    /// Store calls, by operation.
+    pub store_operations: Family<OperationLabels, Counter>,
+    /// Store calls that failed, by operation.
+    pub store_errors: Family<OperationLabels, Counter>,
+    /// Store call latency, by operation.
+    pub store_latency: Family<OperationLabels, Histogram>,
+    /// Times the store session was declared lost.
+    pub session_losses: Counter,
+}
+
+impl Default for Meters {
+    fn default() -> Self {
+        Meters {
+            reports_applied: Counter::default(),
+            reports_malformed: Counter::default(),
+            report_lag: seconds_histogram(),
+            shedding_cycle: seconds_histogram(),
+            moves_started: Family::default(),
+            moves_completed: Family::default(),
+            move_duration: seconds_histogram(),
+            unload_bundles: Counter::default(),
+            unload_brokers: Counter::default(),
+            splits: Counter::default(),
+            flush_duration: seconds_histogram(),
+            flush_nodes: Counter::default(),
+            lookups: Family::default(),
+            lookup_latency: histogram_family(),
+            store_operations: Family::default(),
+            store_errors: Family::default(),
+            store_latency: histogram_family(),
+            session_losses: Counter::default(),
+        }
+    }
+}
+
+impl Meters {
+    /// Counts a lookup with its outcome and how long it took.
+    pub fn lookup(&self, outcome: &str, took: Duration) {
+        let labels = OutcomeLabels {
+            outcome: outcome.to_owned(),
+        };
+        self.lookups.get_or_create(&labels).inc();
+        self.lookup_latency
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+    }
+
+    fn store_call<T>(&self, operation: &str, started: Instant, result: &Result<T>) {
+        let labels = OperationLabels {
+            operation: operation.to_owned(),
+        };
+        self.store_operations.get_or_create(&labels).inc();
+        if result.is_err() {
+            self.store_errors.get_or_create(&labels).inc();
+        }
+        self.store_latency
+            .get_or_create(&labels)
+            .observe(started.elapsed().as_secs_f64());
+    }
+}
+
+/// A store that counts and times every call of the one it wraps (see [`Meters::store_operations`]).
+#[derive(Debug)]
+pub struct MeteredStore {
+    inner: DynStore,
+    meters: Meters,
+}
+
+impl MeteredStore {
+    /// Wraps `inner`.
+    pub fn wrap(inner: DynStore, meters: Meters) -> DynStore {
+        Arc::new(MeteredStore { inner, meters })
+    }
+}
+
+#[async_trait]
+impl MetadataStore for MeteredStore {
+    fn backend(&self) -> crate::store::Backend {
+        self.inner.backend()
+    }
+
+    fn address(&self) -> String {
+        self.inner.address()
+    }
+
+    async fn get(&self, path: &str) -> Result<Option<crate::store::GetResult>> {
+        let t = Instant::now();
+        let r = self.inner.get(path).await;
+        self.meters.store_call("get", t, &r);
+        r
+    }
+
+    async fn get_children(&self, path: &str) -> Result<Vec<String>> {
+        let t = Instant::now();
+        let r = self.inner.get_children(path).await;
+        self.meters.store_call("children", t, &r);
+        r
+    }
+
+    async fn exists(&self, path: &str) -> Result<bool> {
+        let t = Instant::now();
+        let r = self.inner.exists(path).await;
+        self.meters.store_call("exists", t, &r);
+        r
+    }
+
+    async fn put(
+        &self,
+        path: &str,
+        value: &[u8],
+        expected_version: Option<i64>,
+        options: crate::store::CreateOptions,
+    ) -> Result<Stat> {
+        let t = Instant::now();
+        let r = self.inner.put(path, value, expected_version, options).await;
+        self.meters.store_call("put", t, &r);
+        r
+    }
+
+    async fn delete(&self, path: &str, expected_version: Option<i64>) -> Result<()> {
+        let t = Instant::now();
+        let r = self.inner.delete(path, expected_version).await;
+        self.meters.store_call("delete", t, &r);
+        r
+    }
+
+    async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
+        let t = Instant::now();
+        let r = self.inner.batch(ops).await;
+        self.meters.store_call("batch", t, &r);
+        r
+    }
+
+    async fn watch(&self, prefix: &str) -> Result<NotificationStream> {
+        let t = Instant::now();
+        let r = self.inner.watch(prefix).await;
+        self.meters.store_call("watch", t, &r);
+        r
+    }
+
+    fn session_events(&self) -> SessionEventStream {
+        self.inner.session_events()
+    }
+
+    fn is_connected(&self) -> bool {
+        self.inner.is_connected()
+    }
+
+    fn session_validity(&self) -> SessionValidity {
+        self.inner.session_validity()
+    }
+
+    async fn expire_session(&self) -> Result<()> {
+        self.inner.expire_session().await
+    }
+
+    async fn close(&self) -> Result<()> {
+        self.inner.close().await
+    }
+}
