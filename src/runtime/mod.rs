@@ -147,6 +147,7 @@ pub mod clock;
 pub mod cluster_policies;
 pub mod host;
 pub mod host_usage;
+pub mod http;
 pub mod identity;
 // Public for its module docs only: everything in it is `pub(crate)` or narrower.
 pub mod leader;
