@@ -16,9 +16,12 @@ use crate::runtime::identity::local_host_name;
 /// Flags of `loadmgr admin`.
 #[derive(Debug, clap::Args)]
 pub struct AdminArgs {
-    /// Metadata store URL; default: the configuration's metadataStoreUrl.
-    #[arg(long)]
+    /// Metadata store URL; default: the configuration's metadataStoreUrl (when no --url is given).
+    #[arg(long, conflicts_with = "url")]
     pub store: Option<String>,
+    /// A broker's web service: talk REST instead of reading and writing the store.
+    #[command(flatten)]
+    pub rest: super::rest::RestArgs,
     /// broker.conf (for defaultNumberOfNamespaceBundles, clusterName and the store timeouts).
     #[arg(long)]
     pub config: Option<PathBuf>,

@@ -147,6 +147,7 @@ pub fn run(args: BrokerArgs) -> CliResult {
         }
         None => (Arc::new(IdleHost::default()), Vec::new()),
     };
+    let web_settings = settings.clone();
     super::block_on(async move {
         let store = connect(&url, &settings, &args.access).await?;
         let agent = BrokerAgent::start(
@@ -168,15 +169,24 @@ pub fn run(args: BrokerArgs) -> CliResult {
             )),
             e => CliError::new(e.to_string()),
         })?;
+        let web = match crate::runtime::http::WebService::start(&agent, &web_settings).await {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = agent.shutdown().await;
+                return Err(CliError::new(format!("web service: {e}")));
+            }
+        };
+        let listening: Vec<String> = web.addresses().iter().map(|a| a.to_string()).collect();
         println!(
-            "loadmgr broker {} running on {} ({}); stop with SIGINT or SIGTERM",
+            "loadmgr broker {} running on {} ({}), web service on {}; stop with SIGINT or SIGTERM",
             agent.broker_id(),
             store.address(),
             if agent.is_leader() {
                 "leader"
             } else {
                 "follower"
-            }
+            },
+            listening.join(" and ")
         );
         let clients =
             (!topics.is_empty()).then(|| tokio::spawn(look_up_all(agent.lookup_client(), topics)));
@@ -185,6 +195,7 @@ pub fn run(args: BrokerArgs) -> CliResult {
             c.abort();
         }
         let id = agent.broker_id().to_owned();
+        web.shutdown().await;
         agent
             .shutdown()
             .await

@@ -2,13 +2,16 @@
 
 pub mod access;
 pub mod admin;
+pub mod admin_rest;
 pub mod bench;
 pub mod broker;
 pub mod bundles;
 pub mod config;
 pub mod explain;
+pub mod health;
 pub mod json;
 pub mod monitor;
+pub mod rest;
 pub mod route;
 pub mod simulate;
 pub mod snapshot;
@@ -92,6 +95,8 @@ pub enum Command {
     Snapshot(snapshot::SnapshotArgs),
     /// Watch brokers' reports and print Pulsar's broker-monitor tables.
     Monitor(monitor::MonitorArgs),
+    /// Ask a broker's web service whether it is healthy or ready (exit 0 when it is).
+    Health(health::HealthArgs),
 }
 
 /// Runs a parsed command line and turns the outcome into an exit status.
@@ -106,9 +111,11 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Store(args) => store::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Broker(args) => broker::run(args),
+        Command::Admin(args) if args.rest.url.is_some() => admin_rest::run(args),
         Command::Admin(args) => admin::run(args),
         Command::Snapshot(args) => snapshot::run(args),
         Command::Monitor(args) => monitor::run(args),
+        Command::Health(args) => health::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

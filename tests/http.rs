@@ -1,0 +1,899 @@
+//! The web service of `loadmgr broker`, through curl and `loadmgr admin --url`, on three broker processes: every
+//! endpoint on ZooKeeper and on etcd, bad input on every endpoint, and tokens and TLS (a test CA made with
+//! openssl). Each test starts its own store and brokers.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use jsonwebtoken::{encode, EncodingKey, Header};
+use loadmgr::store::{self, CreateOptions, DynStore, StoreOptions};
+use loadmgr::testing::servers::{free_ports, EtcdServer, TempDir, ZkServer};
+use serde_json::Value;
+
+const NS: &str = "public/web";
+
+const PROFILE: &str = r#"{"cores": 1, "lookupOnStart": false, "topics": [
+  {"name": "persistent://public/web/t-{0..31}", "msgRateIn": 10, "msgRateOut": 10}]}"#;
+
+struct Cluster {
+    /// A super-user token for the checks, when the brokers authenticate.
+    token: Option<String>,
+    dir: TempDir,
+    children: Vec<Child>,
+    ports: Vec<u16>,
+    tls_ports: Vec<u16>,
+    conf: PathBuf,
+    store: DynStore,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Cluster {
+    /// Three brokers on `url` with `extra` broker.conf lines (and a TLS port each when `tls`).
+    async fn start(url: &str, extra: &str, tls: bool, token: Option<String>) -> Cluster {
+        let dir = TempDir::new("http");
+        std::fs::write(dir.path().join("profile.json"), PROFILE).unwrap();
+        let conf = dir.path().join("broker.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "metadataStoreUrl={url}\nbindAddress=127.0.0.1\nclusterName=test\n\
+                 metadataStoreSessionTimeoutMillis=4000\nloadBalancerReportUpdateMinIntervalMillis=200\n\
+                 loadmgrSheddingIntervalMillis=60000\nloadBalancerAutoBundleSplitEnabled=false\n{extra}"
+            ),
+        )
+        .unwrap();
+        let store = store::connect(url, StoreOptions::default()).await.unwrap();
+        let out = loadmgr(&[
+            "admin",
+            "--config",
+            conf.to_str().unwrap(),
+            "namespaces",
+            "create",
+            NS,
+            "--bundles",
+            "4",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let all = free_ports(6);
+        let (ports, tls_ports) = (all[..3].to_vec(), all[3..].to_vec());
+        let mut cluster = Cluster {
+            token,
+            dir,
+            children: Vec::new(),
+            ports,
+            tls_ports,
+            conf,
+            store,
+        };
+        for i in 0..3 {
+            let log = cluster.dir.path().join(format!("broker-{i}.log"));
+            let out = std::fs::File::create(&log).unwrap();
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_loadmgr"));
+            cmd.arg("broker")
+                .args(["--advertised-address", "127.0.0.1", "--web-port"])
+                .arg(cluster.ports[i].to_string())
+                .arg("--synthetic")
+                .arg(cluster.dir.path().join("profile.json"))
+                .env("NO_COLOR", "1")
+                .stdout(out.try_clone().unwrap())
+                .stderr(out)
+                .stdin(Stdio::null());
+            if tls {
+                // The TLS port comes from broker.conf: one file per broker, the shared one plus its port.
+                let own = cluster.dir.path().join(format!("broker-{i}.conf"));
+                std::fs::write(
+                    &own,
+                    format!(
+                        "{}webServicePortTls={}\n",
+                        std::fs::read_to_string(&cluster.conf).unwrap(),
+                        cluster.tls_ports[i]
+                    ),
+                )
+                .unwrap();
+                cmd.arg("--config").arg(&own);
+            } else {
+                cmd.arg("--config").arg(&cluster.conf);
+            }
+            cluster.children.push(cmd.spawn().unwrap());
+            // The first one leads.
+            if i == 0 {
+                tokio::time::sleep(Duration::from_millis(700)).await;
+            }
+        }
+        cluster.wait_ready().await;
+        cluster
+    }
+
+    fn url(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}", self.ports[i])
+    }
+
+    fn tls_url(&self, i: usize) -> String {
+        format!("https://127.0.0.1:{}", self.tls_ports[i])
+    }
+
+    fn logs(&self) -> String {
+        (0..3)
+            .map(|i| {
+                std::fs::read_to_string(self.dir.path().join(format!("broker-{i}.log")))
+                    .unwrap_or_default()
+            })
+            .collect::<Vec<_>>()
+            .join("\n----\n")
+    }
+
+    async fn wait_ready(&self) {
+        let start = std::time::Instant::now();
+        let token = self.token.as_deref();
+        loop {
+            let ok = |path: &str| (0..3).all(|i| get(&self.url(i), path, token).0 == 200);
+            if ok("/admin/v2/brokers/ready") && ok("/admin/v2/brokers/health") {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "brokers not ready:\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The index of the leading broker.
+    fn leader(&self) -> usize {
+        let (_, body) = get(&self.url(0), "/admin/v2/brokers/leaderBroker", None);
+        let id = body["brokerId"].as_str().unwrap().to_owned();
+        self.ports
+            .iter()
+            .position(|p| id.ends_with(&format!(":{p}")))
+            .unwrap()
+    }
+}
+
+fn loadmgr(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loadmgr"))
+        .args(args)
+        .output()
+        .expect("run loadmgr")
+}
+
+/// `curl -X METHOD` with an optional token and body; (status, body as JSON or as a string).
+fn request(
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+    extra: &[&str],
+) -> (u16, Value) {
+    let mut args: Vec<String> = vec![
+        "-s".into(),
+        "-X".into(),
+        method.into(),
+        "-w".into(),
+        "\n%{http_code}".into(),
+    ];
+    if let Some(t) = token {
+        args.push("-H".into());
+        args.push(format!("Authorization: Bearer {t}"));
+    }
+    if let Some(b) = body {
+        args.push("-H".into());
+        args.push("Content-Type: application/json".into());
+        args.push("--data-binary".into());
+        args.push(b.into());
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.push(url.into());
+    let out = Command::new("curl").args(&args).output().expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    let status: u16 = code.trim().parse().unwrap_or_else(|_| {
+        panic!(
+            "curl {args:?}: {text} {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let value = serde_json::from_str(body).unwrap_or(Value::String(body.to_owned()));
+    (status, value)
+}
+
+fn get(base: &str, path: &str, token: Option<&str>) -> (u16, Value) {
+    request("GET", &format!("{base}{path}"), token, None, &[])
+}
+
+/// Every endpoint, answered as Pulsar would, from every broker.
+async fn rest_api(url: &str) {
+    let c = Cluster::start(url, "", false, None).await;
+    let leader = c.leader();
+    let follower = (leader + 1) % 3;
+    let (f, l) = (c.url(follower), c.url(leader));
+
+    // Partitioned-topic metadata: 0, or what Pulsar stored.
+    assert_eq!(
+        get(&f, "/admin/v2/persistent/public/web/t-1/partitions", None),
+        (200, serde_json::json!({"partitions": 0}))
+    );
+    c.store
+        .put(
+            "/admin/partitioned-topics/public/web/persistent/p%2Dtopic",
+            br#"{"partitions":3}"#,
+            None,
+            CreateOptions::PERSISTENT,
+        )
+        .await
+        .unwrap();
+    c.store
+        .put(
+            "/admin/partitioned-topics/public/web/persistent/p-topic",
+            br#"{"partitions":4}"#,
+            None,
+            CreateOptions::PERSISTENT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        get(
+            &f,
+            "/admin/v2/persistent/public/web/p-topic/partitions",
+            None
+        )
+        .1["partitions"],
+        4
+    );
+
+    // A lookup of an unowned bundle through a follower: forwarded to the leader, placed, answered with the
+    // owner; then any broker answers it at once.
+    let (status, found) = get(&f, "/lookup/v2/topic/persistent/public/web/t-1", None);
+    assert_eq!(status, 200, "{found}\n{}", c.logs());
+    let owner_http = found["httpUrl"].as_str().unwrap().to_owned();
+    assert!(
+        found["brokerUrl"]
+            .as_str()
+            .unwrap()
+            .starts_with("pulsar://127.0.0.1:"),
+        "{found}"
+    );
+    assert_eq!(
+        found["brokerUrlSsl"], "",
+        "the C++ client needs brokerUrlSsl or brokerUrlTls"
+    );
+    assert_eq!(found["nativeUrl"], found["brokerUrl"]);
+    for i in 0..3 {
+        let (s, again) = get(
+            &c.url(i),
+            "/lookup/v2/topic/persistent/public/web/t-1",
+            None,
+        );
+        assert_eq!(
+            (s, again["httpUrl"].as_str().unwrap()),
+            (200, owner_http.as_str())
+        );
+    }
+    // Through the leader too, with Pulsar's query parameters.
+    assert_eq!(
+        get(
+            &l,
+            "/lookup/v2/topic/persistent/public/web/t-2?authoritative=false&listenerName=",
+            None
+        )
+        .0,
+        200
+    );
+
+    // Brokers.
+    let (s, brokers) = get(&f, "/admin/v2/brokers/test", None);
+    assert_eq!((s, brokers.as_array().unwrap().len()), (200, 3));
+    assert_eq!(get(&f, "/admin/v2/brokers", None).1, brokers);
+    assert_eq!(get(&f, "/admin/v2/brokers/other-cluster", None).0, 404);
+    let (s, leader_info) = get(&f, "/admin/v2/brokers/leaderBroker", None);
+    assert_eq!(s, 200);
+    assert_eq!(leader_info["serviceUrl"], l);
+    let owner_id = owner_http.trim_start_matches("http://").to_owned();
+    let (s, owned) = get(
+        &f,
+        &format!("/admin/v2/brokers/test/{owner_id}/ownedNamespaces"),
+        None,
+    );
+    assert_eq!(s, 200);
+    let (bundle, status) = owned.as_object().unwrap().iter().next().unwrap();
+    assert!(bundle.starts_with("public/web/0x"), "{owned}");
+    assert_eq!(status["broker_assignment"], "shared");
+    assert_eq!(status["is_active"], true);
+    assert_eq!(
+        get(&f, "/admin/v2/brokers/test/nobody:1/ownedNamespaces", None).0,
+        404
+    );
+    assert_eq!(
+        get(&f, "/admin/v2/brokers/health", None),
+        (200, Value::String("ok".into()))
+    );
+    assert_eq!(
+        get(&f, "/admin/v2/brokers/ready", None),
+        (200, Value::String("ok".into()))
+    );
+    let (s, report) = get(&f, "/admin/v2/broker-stats/load-report", None);
+    assert_eq!(s, 200);
+    assert_eq!(report["loadReportType"], "LocalBrokerData");
+
+    // The dynamic configuration.
+    let (s, keys) = get(&f, "/admin/v2/brokers/configuration", None);
+    assert_eq!(s, 200);
+    assert!(keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|k| k == "loadBalancerSheddingEnabled"));
+    assert_eq!(
+        request(
+            "POST",
+            &format!("{f}/admin/v2/brokers/configuration/loadBalancerSheddingEnabled/false"),
+            None,
+            None,
+            &[]
+        )
+        .0,
+        204
+    );
+    assert_eq!(
+        get(&l, "/admin/v2/brokers/configuration/values", None).1["loadBalancerSheddingEnabled"],
+        "false"
+    );
+    let (s, runtime) = get(&f, "/admin/v2/brokers/configuration/runtime", None);
+    assert_eq!((s, runtime["clusterName"].as_str()), (200, Some("test")));
+    assert_eq!(
+        request(
+            "POST",
+            &format!("{f}/admin/v2/brokers/configuration/clusterName/x"),
+            None,
+            None,
+            &[]
+        )
+        .0,
+        412
+    );
+    assert_eq!(
+        request(
+            "POST",
+            &format!("{f}/admin/v2/brokers/configuration/loadBalancerSheddingEnabled/maybe"),
+            None,
+            None,
+            &[]
+        )
+        .0,
+        412
+    );
+    assert_eq!(
+        request(
+            "DELETE",
+            &format!("{f}/admin/v2/brokers/configuration/loadBalancerSheddingEnabled"),
+            None,
+            None,
+            &[]
+        )
+        .0,
+        204
+    );
+    assert_eq!(
+        get(&l, "/admin/v2/brokers/configuration/values", None).1,
+        serde_json::json!({})
+    );
+
+    // Namespaces: create, bundles, unload one bundle to a chosen broker, split one, unload all.
+    assert_eq!(
+        request(
+            "PUT",
+            &format!("{f}/admin/v2/namespaces/public/other"),
+            None,
+            Some(r#"{"bundles":{"numBundles":2}}"#),
+            &[]
+        )
+        .0,
+        204
+    );
+    assert_eq!(
+        request(
+            "PUT",
+            &format!("{f}/admin/v2/namespaces/public/other"),
+            None,
+            None,
+            &[]
+        )
+        .0,
+        409
+    );
+    let (s, b) = get(&f, "/admin/v2/namespaces/public/other/bundles", None);
+    assert_eq!((s, b["numBundles"].as_i64()), (200, Some(2)), "{b}");
+    assert_eq!(b["boundaries"].as_array().map(Vec::len), Some(3), "{b}");
+    let t1 = loadmgr::bundle::TopicName::parse("persistent://public/web/t-1").unwrap();
+    let info = loadmgr::runtime::namespaces::read_bundles(&c.store, t1.namespace())
+        .await
+        .unwrap()
+        .unwrap();
+    let range = info.bundles.find_topic(&t1).to_string();
+    let range = range.as_str();
+    let dest = c
+        .ports
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .find(|id| *id != owner_id)
+        .unwrap();
+    assert_eq!(
+        request(
+            "PUT",
+            &format!("{f}/admin/v2/namespaces/public/web/{range}/unload?destinationBroker={dest}"),
+            None,
+            None,
+            &[]
+        )
+        .0,
+        204
+    );
+    assert_eq!(
+        get(&f, "/lookup/v2/topic/persistent/public/web/t-1", None).1["httpUrl"],
+        format!("http://{dest}")
+    );
+    assert_eq!(request("PUT", &format!("{f}/admin/v2/namespaces/public/web/{range}/split?unload=false&splitAlgorithmName=range_equally_divide"), None, None, &[]).0, 204, "{}", c.logs());
+    assert_eq!(
+        get(&f, "/admin/v2/namespaces/public/web/bundles", None).1["numBundles"],
+        5
+    );
+    assert_eq!(
+        request(
+            "PUT",
+            &format!("{f}/admin/v2/namespaces/public/web/unload"),
+            None,
+            None,
+            &[]
+        )
+        .0,
+        204
+    );
+
+    // loadmgr's own.
+    let (s, st) = get(&f, "/loadmgr/v1/status", None);
+    assert_eq!(
+        (s, st["leader"].as_str()),
+        (200, Some(format!("127.0.0.1:{}", c.ports[leader]).as_str()))
+    );
+    assert!(st["status"]["movesStarted"].as_u64().unwrap() >= 2, "{st}");
+    let (s, plan) = get(&f, "/loadmgr/v1/plan?strategy=ThresholdShedder", None);
+    assert_eq!(s, 200, "{plan}");
+    assert!(
+        plan.get("cycles").is_some() || plan.get("decisions").is_some() || plan.is_object(),
+        "{plan}"
+    );
+    let (s, recs) = get(&f, "/loadmgr/v1/assignments?namespace=public/web", None);
+    assert_eq!(s, 200);
+    assert!(!recs.as_array().unwrap().is_empty());
+    assert_eq!(
+        get(&f, "/loadmgr/v1/brokers", None)
+            .1
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    assert_eq!(
+        get(&f, "/loadmgr/v1/namespaces/public/web", None)
+            .1
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+    let (s, doc) = get(&f, "/loadmgr/v1/openapi.json", None);
+    assert_eq!(s, 200);
+    assert!(doc["paths"]["/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"].is_object());
+
+    // Metrics: Pulsar's load-balancing gauges and loadmgr's counters.
+    let (s, text) = get(&l, "/metrics", None);
+    assert_eq!(s, 200);
+    let text = text.as_str().unwrap();
+    assert!(
+        text.contains(
+            "pulsar_lb_cpu_usage{cluster=\"test\",broker=\"127.0.0.1\",metric=\"loadBalancing\"}"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("loadmgr_leader 1"), "{text}");
+    assert!(
+        text.contains("loadmgr_lookups_total{outcome=\"placed\"}"),
+        "{text}"
+    );
+
+    // Bad input: 4xx with a reason, never 5xx.
+    for (method, path, body, want) in [
+        ("GET", "/lookup/v2/topic/bogus/public/web/t", None, 400),
+        (
+            "GET",
+            "/lookup/v2/topic/persistent/public/nope/t",
+            None,
+            404,
+        ),
+        (
+            "GET",
+            "/admin/v2/persistent/public/nope/t/partitions",
+            None,
+            404,
+        ),
+        (
+            "GET",
+            "/admin/v2/brokers/test/%20/ownedNamespaces",
+            None,
+            404,
+        ),
+        ("GET", "/admin/v2/namespaces/public/nope/bundles", None, 404),
+        ("GET", "/admin/v2/namespaces/bad*name/x/bundles", None, 400),
+        (
+            "PUT",
+            "/admin/v2/namespaces/public/web/0xzz_0x10/unload",
+            None,
+            412,
+        ),
+        (
+            "PUT",
+            "/admin/v2/namespaces/public/web/0x00000000_0x12345678/unload",
+            None,
+            412,
+        ),
+        (
+            "PUT",
+            "/admin/v2/namespaces/public/web/0x00000000_0x40000000/split",
+            Some("[\"x\""),
+            400,
+        ),
+        (
+            "PUT",
+            "/admin/v2/namespaces/public/new",
+            Some("{not json"),
+            400,
+        ),
+        (
+            "PUT",
+            "/admin/v2/namespaces/public/new2",
+            Some(r#"{"bundles":{"numBundles":0}}"#),
+            412,
+        ),
+        (
+            "PUT",
+            "/admin/v2/namespaces/public/new3",
+            Some(r#"{"bundles":{"numBundles":100000000}}"#),
+            412,
+        ),
+        (
+            "POST",
+            "/admin/v2/brokers/configuration/noSuchKey/1",
+            None,
+            412,
+        ),
+        (
+            "DELETE",
+            "/admin/v2/brokers/configuration/clusterName",
+            None,
+            412,
+        ),
+        ("GET", "/loadmgr/v1/plan?strategy=Nope", None, 400),
+        ("GET", "/loadmgr/v1/namespaces/public/nope", None, 412),
+        ("GET", "/no/such/path", None, 404),
+        ("DELETE", "/admin/v2/brokers/health", None, 405),
+    ] {
+        let (s, v) = request(method, &format!("{f}{path}"), None, body, &[]);
+        assert_eq!(s, want, "{method} {path}: {v}");
+        assert!(
+            v["reason"].as_str().is_some_and(|r| !r.is_empty()),
+            "{method} {path}: {v}"
+        );
+    }
+    let huge = "[".to_owned() + &"1,".repeat(40_000) + "1]";
+    let (s, _) = request(
+        "PUT",
+        &format!("{f}/admin/v2/namespaces/public/web/0x00000000_0x40000000/split"),
+        None,
+        Some(&huge),
+        &[],
+    );
+    assert_eq!(s, 413);
+
+    // `loadmgr admin --url` and `loadmgr health`.
+    let out = loadmgr(&["admin", "--url", &f, "brokers", "list"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.lines().count() == 3 && text.contains("(leader)"),
+        "{text}"
+    );
+    let out = loadmgr(&[
+        "admin",
+        "--url",
+        &f,
+        "topics",
+        "lookup",
+        "persistent://public/web/t-9",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains(" -> http://127.0.0.1:"));
+    let out = loadmgr(&["admin", "--url", &f, "namespaces", "bundles", NS]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("public/web: 5 bundles"));
+    let out = loadmgr(&["health", "--url", &f]);
+    assert_eq!(
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        ),
+        (true, "ok")
+    );
+    let out = loadmgr(&["health", "--url", "http://127.0.0.1:1", "--ready"]);
+    assert!(!out.status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_api_on_zookeeper() {
+    let server = ZkServer::start();
+    rest_api(&server.url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_api_on_etcd() {
+    let server = EtcdServer::start();
+    rest_api(&server.url()).await;
+}
+
+/// A throw-away CA and a certificate for 127.0.0.1, with openssl.
+fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=loadmgr-web-ca",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "web.key",
+        "-out",
+        "web.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "web.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "web.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    (dir.join("ca.crt"), dir.join("web.crt"), dir.join("web.key"))
+}
+
+fn token(secret: &[u8], sub: &str) -> String {
+    encode(
+        &Header::default(),
+        &serde_json::json!({"sub": sub}),
+        &EncodingKey::from_secret(secret),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_and_tls() {
+    use base64::Engine;
+    let server = ZkServer::start();
+    let certs = TempDir::new("http-certs");
+    let (ca, cert, key) = certificates(certs.path());
+    let secret = b"a-test-secret-of-32-bytes-length";
+    let extra = format!(
+        "authenticationEnabled=true\nauthorizationEnabled=true\n\
+         authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken\n\
+         tokenSecretKey=data:;base64,{}\nsuperUserRoles=admin\n\
+         tlsCertificateFilePath={}\ntlsKeyFilePath={}\ntlsTrustCertsFilePath={}\n",
+        base64::engine::general_purpose::STANDARD.encode(secret),
+        cert.display(),
+        key.display(),
+        ca.display()
+    );
+    let admin = token(secret, "admin");
+    // `loadmgr admin --store` needs no token: the namespace is created through the store.
+    let c = Cluster::start(&server.url(), &extra, true, Some(admin.clone())).await;
+    let app = token(secret, "app");
+    let forged = token(b"another-secret-another-secret-xx", "admin");
+    let leader = c.leader_with(&admin);
+    let follower = (leader + 1) % 3;
+    let f = c.url(follower);
+    let ca_path = ca.display().to_string();
+
+    // Without a token: 401 with a reason; metrics stay open (authenticateMetricsEndpoint=false).
+    for path in [
+        "/lookup/v2/topic/persistent/public/web/t-1",
+        "/admin/v2/brokers/test",
+        "/loadmgr/v1/status",
+        "/admin/v2/brokers/ready",
+    ] {
+        let (s, v) = get(&f, path, None);
+        assert_eq!(s, 401, "{path}: {v}");
+        assert!(
+            v["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("Authentication required"),
+            "{v}"
+        );
+    }
+    assert_eq!(get(&f, "/admin/v2/brokers/test", Some(&forged)).0, 401);
+    assert_eq!(get(&f, "/metrics", None).0, 200);
+    assert_eq!(get(&f, "/loadmgr/v1/openapi.json", None).0, 200);
+    // A client role looks topics up (through a follower: the forward carries the token) but does not
+    // administer.
+    let (s, found) = get(&f, "/lookup/v2/topic/persistent/public/web/t-3", Some(&app));
+    assert_eq!(s, 200, "{found}\n{}", c.logs());
+    let (s, v) = get(&f, "/admin/v2/brokers/test", Some(&app));
+    assert_eq!(s, 403, "{v}");
+    assert!(v["reason"].as_str().unwrap().contains("super-user"));
+    // The admin role does.
+    assert_eq!(get(&f, "/admin/v2/brokers/test", Some(&admin)).0, 200);
+    assert_eq!(
+        request(
+            "POST",
+            &format!("{f}/admin/v2/brokers/configuration/loadBalancerSheddingEnabled/false"),
+            Some(&app),
+            None,
+            &[]
+        )
+        .0,
+        403
+    );
+    assert_eq!(
+        request(
+            "POST",
+            &format!("{f}/admin/v2/brokers/configuration/loadBalancerSheddingEnabled/false"),
+            Some(&admin),
+            None,
+            &[]
+        )
+        .0,
+        204
+    );
+
+    // Over TLS with the test CA; a client that does not trust it is refused by TLS itself.
+    let tls = c.tls_url(follower);
+    let (s, found_tls) = request(
+        "GET",
+        &format!("{tls}/lookup/v2/topic/persistent/public/web/t-3"),
+        Some(&app),
+        None,
+        &["--cacert", &ca_path],
+    );
+    assert_eq!((s, &found_tls), (200, &found));
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("{tls}/admin/v2/brokers/ready"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "000",
+        "an untrusted certificate fails the handshake"
+    );
+
+    // `loadmgr admin --url` and `loadmgr health` with a token file and the CA.
+    let token_file = c.dir.path().join("admin.token");
+    std::fs::write(&token_file, &admin).unwrap();
+    let out = loadmgr(&[
+        "admin",
+        "--url",
+        &tls,
+        "--auth-token-file",
+        token_file.to_str().unwrap(),
+        "--tls-trust-certs",
+        ca.to_str().unwrap(),
+        "brokers",
+        "leader",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = loadmgr(&[
+        "admin",
+        "--url",
+        &tls,
+        "--auth-token",
+        &app,
+        "--tls-trust-certs",
+        ca.to_str().unwrap(),
+        "brokers",
+        "list",
+    ]);
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("403"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = loadmgr(&[
+        "health",
+        "--url",
+        &tls,
+        "--auth-token",
+        &admin,
+        "--tls-trust-certs",
+        ca.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = loadmgr(&["health", "--url", &f]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("401"));
+}
+
+impl Cluster {
+    fn leader_with(&self, token: &str) -> usize {
+        let (_, body) = get(&self.url(0), "/admin/v2/brokers/leaderBroker", Some(token));
+        let id = body["brokerId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{body}"))
+            .to_owned();
+        self.ports
+            .iter()
+            .position(|p| id.ends_with(&format!(":{p}")))
+            .unwrap()
+    }
+}
