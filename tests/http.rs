@@ -2,217 +2,16 @@
 //! endpoint on ZooKeeper and on etcd, bad input on every endpoint, and tokens and TLS (a test CA made with
 //! openssl). Each test starts its own store and brokers.
 
+mod http_support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
+use http_support::{get, loadmgr, request, Cluster, NS};
 use jsonwebtoken::{encode, EncodingKey, Header};
-use loadmgr::store::{self, CreateOptions, DynStore, StoreOptions};
-use loadmgr::testing::servers::{free_ports, EtcdServer, TempDir, ZkServer};
+use loadmgr::store::CreateOptions;
+use loadmgr::testing::servers::{EtcdServer, TempDir, ZkServer};
 use serde_json::Value;
-
-const NS: &str = "public/web";
-
-const PROFILE: &str = r#"{"cores": 1, "lookupOnStart": false, "topics": [
-  {"name": "persistent://public/web/t-{0..31}", "msgRateIn": 10, "msgRateOut": 10}]}"#;
-
-struct Cluster {
-    /// A super-user token for the checks, when the brokers authenticate.
-    token: Option<String>,
-    dir: TempDir,
-    children: Vec<Child>,
-    ports: Vec<u16>,
-    tls_ports: Vec<u16>,
-    conf: PathBuf,
-    store: DynStore,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Cluster {
-    /// Three brokers on `url` with `extra` broker.conf lines (and a TLS port each when `tls`).
-    async fn start(url: &str, extra: &str, tls: bool, token: Option<String>) -> Cluster {
-        let dir = TempDir::new("http");
-        std::fs::write(dir.path().join("profile.json"), PROFILE).unwrap();
-        let conf = dir.path().join("broker.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "metadataStoreUrl={url}\nbindAddress=127.0.0.1\nclusterName=test\n\
-                 metadataStoreSessionTimeoutMillis=4000\nloadBalancerReportUpdateMinIntervalMillis=200\n\
-                 loadmgrSheddingIntervalMillis=60000\nloadBalancerAutoBundleSplitEnabled=false\n{extra}"
-            ),
-        )
-        .unwrap();
-        let store = store::connect(url, StoreOptions::default()).await.unwrap();
-        let out = loadmgr(&[
-            "admin",
-            "--config",
-            conf.to_str().unwrap(),
-            "namespaces",
-            "create",
-            NS,
-            "--bundles",
-            "4",
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let all = free_ports(6);
-        let (ports, tls_ports) = (all[..3].to_vec(), all[3..].to_vec());
-        let mut cluster = Cluster {
-            token,
-            dir,
-            children: Vec::new(),
-            ports,
-            tls_ports,
-            conf,
-            store,
-        };
-        for i in 0..3 {
-            let log = cluster.dir.path().join(format!("broker-{i}.log"));
-            let out = std::fs::File::create(&log).unwrap();
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_loadmgr"));
-            cmd.arg("broker")
-                .args(["--advertised-address", "127.0.0.1", "--web-port"])
-                .arg(cluster.ports[i].to_string())
-                .arg("--synthetic")
-                .arg(cluster.dir.path().join("profile.json"))
-                .env("NO_COLOR", "1")
-                .stdout(out.try_clone().unwrap())
-                .stderr(out)
-                .stdin(Stdio::null());
-            if tls {
-                // The TLS port comes from broker.conf: one file per broker, the shared one plus its port.
-                let own = cluster.dir.path().join(format!("broker-{i}.conf"));
-                std::fs::write(
-                    &own,
-                    format!(
-                        "{}webServicePortTls={}\n",
-                        std::fs::read_to_string(&cluster.conf).unwrap(),
-                        cluster.tls_ports[i]
-                    ),
-                )
-                .unwrap();
-                cmd.arg("--config").arg(&own);
-            } else {
-                cmd.arg("--config").arg(&cluster.conf);
-            }
-            cluster.children.push(cmd.spawn().unwrap());
-            // The first one leads.
-            if i == 0 {
-                tokio::time::sleep(Duration::from_millis(700)).await;
-            }
-        }
-        cluster.wait_ready().await;
-        cluster
-    }
-
-    fn url(&self, i: usize) -> String {
-        format!("http://127.0.0.1:{}", self.ports[i])
-    }
-
-    fn tls_url(&self, i: usize) -> String {
-        format!("https://127.0.0.1:{}", self.tls_ports[i])
-    }
-
-    fn logs(&self) -> String {
-        (0..3)
-            .map(|i| {
-                std::fs::read_to_string(self.dir.path().join(format!("broker-{i}.log")))
-                    .unwrap_or_default()
-            })
-            .collect::<Vec<_>>()
-            .join("\n----\n")
-    }
-
-    async fn wait_ready(&self) {
-        let start = std::time::Instant::now();
-        let token = self.token.as_deref();
-        loop {
-            let ok = |path: &str| (0..3).all(|i| get(&self.url(i), path, token).0 == 200);
-            if ok("/admin/v2/brokers/ready") && ok("/admin/v2/brokers/health") {
-                return;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "brokers not ready:\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// The index of the leading broker.
-    fn leader(&self) -> usize {
-        let (_, body) = get(&self.url(0), "/admin/v2/brokers/leaderBroker", None);
-        let id = body["brokerId"].as_str().unwrap().to_owned();
-        self.ports
-            .iter()
-            .position(|p| id.ends_with(&format!(":{p}")))
-            .unwrap()
-    }
-}
-
-fn loadmgr(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loadmgr"))
-        .args(args)
-        .output()
-        .expect("run loadmgr")
-}
-
-/// `curl -X METHOD` with an optional token and body; (status, body as JSON or as a string).
-fn request(
-    method: &str,
-    url: &str,
-    token: Option<&str>,
-    body: Option<&str>,
-    extra: &[&str],
-) -> (u16, Value) {
-    let mut args: Vec<String> = vec![
-        "-s".into(),
-        "-X".into(),
-        method.into(),
-        "-w".into(),
-        "\n%{http_code}".into(),
-    ];
-    if let Some(t) = token {
-        args.push("-H".into());
-        args.push(format!("Authorization: Bearer {t}"));
-    }
-    if let Some(b) = body {
-        args.push("-H".into());
-        args.push("Content-Type: application/json".into());
-        args.push("--data-binary".into());
-        args.push(b.into());
-    }
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args.push(url.into());
-    let out = Command::new("curl").args(&args).output().expect("curl");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
-    let status: u16 = code.trim().parse().unwrap_or_else(|_| {
-        panic!(
-            "curl {args:?}: {text} {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    let value = serde_json::from_str(body).unwrap_or(Value::String(body.to_owned()));
-    (status, value)
-}
-
-fn get(base: &str, path: &str, token: Option<&str>) -> (u16, Value) {
-    request("GET", &format!("{base}{path}"), token, None, &[])
-}
 
 /// Every endpoint, answered as Pulsar would, from every broker.
 async fn rest_api(url: &str) {
@@ -397,7 +196,7 @@ async fn rest_api(url: &str) {
             "PUT",
             &format!("{f}/admin/v2/namespaces/public/other"),
             None,
-            Some(r#"{"bundles":{"numBundles":2}}"#),
+            Some(r#"{"bundles":{"numBundles":2,"boundaries":["0x00000000","0x40000000","0xffffffff"]}}"#),
             &[]
         )
         .0,
@@ -416,6 +215,7 @@ async fn rest_api(url: &str) {
     );
     let (s, b) = get(&f, "/admin/v2/namespaces/public/other/bundles", None);
     assert_eq!((s, b["numBundles"].as_i64()), (200, Some(2)), "{b}");
+    assert_eq!(b["boundaries"][1], "0x40000000", "{b}");
     assert_eq!(b["boundaries"].as_array().map(Vec::len), Some(3), "{b}");
     let t1 = loadmgr::bundle::TopicName::parse("persistent://public/web/t-1").unwrap();
     let info = loadmgr::runtime::namespaces::read_bundles(&c.store, t1.namespace())
@@ -536,7 +336,39 @@ async fn rest_api(url: &str) {
             404,
         ),
         ("GET", "/admin/v2/namespaces/public/nope/bundles", None, 404),
-        ("GET", "/admin/v2/namespaces/bad*name/x/bundles", None, 400),
+        ("GET", "/admin/v2/namespaces/bad*name/x/bundles", None, 412),
+        (
+            "GET",
+            "/lookup/v2/topic/persistent/p%C3%A9/web/t",
+            None,
+            412,
+        ),
+        ("GET", "/loadmgr/v1/namespaces/bad*name/x", None, 400),
+        ("GET", "/loadmgr/v1/assignments?namespace=", None, 400),
+        (
+            "PUT",
+            "/admin/v2/namespaces/public/web/0x00000000_0x40000000/unload?authoritative=maybe",
+            None,
+            400,
+        ),
+        (
+            "PUT",
+            "/admin/v2/namespaces/public/new4",
+            Some("[null, null]"),
+            400,
+        ),
+        (
+            "PUT",
+            "/admin/v2/namespaces/public/new5",
+            Some(r#"{"bundles":{"numBundles":"x"}}"#),
+            400,
+        ),
+        (
+            "PUT",
+            "/admin/v2/namespaces/public/new6",
+            Some(r#"{"bundles":{"numBundles":2,"boundaries":["0x00000000","0x90000000"]}}"#),
+            412,
+        ),
         (
             "PUT",
             "/admin/v2/namespaces/public/web/0xzz_0x10/unload",
@@ -564,8 +396,8 @@ async fn rest_api(url: &str) {
         (
             "PUT",
             "/admin/v2/namespaces/public/new2",
-            Some(r#"{"bundles":{"numBundles":0}}"#),
-            412,
+            Some(r#"{"bundles":{"numBundles":0,"boundaries":["0x00000000","0xffffffff"]}}"#),
+            204, // Pulsar: numBundles 0 means the default bundles, whatever the boundaries
         ),
         (
             "PUT",
@@ -593,10 +425,15 @@ async fn rest_api(url: &str) {
         let (s, v) = request(method, &format!("{f}{path}"), None, body, &[]);
         assert_eq!(s, want, "{method} {path}: {v}");
         assert!(
-            v["reason"].as_str().is_some_and(|r| !r.is_empty()),
+            s == 204 || v["reason"].as_str().is_some_and(|r| !r.is_empty()),
             "{method} {path}: {v}"
         );
     }
+    assert_eq!(
+        get(&f, "/admin/v2/namespaces/public/new2/bundles", None).1["numBundles"],
+        32,
+        "defaultNumberOfNamespaceBundles (Pulsar 5.0: 32)"
+    );
     let huge = "[".to_owned() + &"1,".repeat(40_000) + "1]";
     let (s, _) = request(
         "PUT",
@@ -882,18 +719,4 @@ async fn tokens_and_tls() {
     );
     let out = loadmgr(&["health", "--url", &f]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("401"));
-}
-
-impl Cluster {
-    fn leader_with(&self, token: &str) -> usize {
-        let (_, body) = get(&self.url(0), "/admin/v2/brokers/leaderBroker", Some(token));
-        let id = body["brokerId"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{body}"))
-            .to_owned();
-        self.ports
-            .iter()
-            .position(|p| id.ends_with(&format!(":{p}")))
-            .unwrap()
-    }
 }

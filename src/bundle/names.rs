@@ -14,20 +14,22 @@ pub struct NamespaceName {
     local: String,
 }
 
-/// Pulsar's rule for each part of a name (`NamedEntity.checkName`): letters, digits, `_`, `-`, `=`, `:`, `.`;
-/// not empty.
+/// Pulsar's rule for each part of a name (`NamedEntity.checkName`, Java's `^[-=:.\w]*$` where `\w` is ASCII):
+/// ASCII letters and digits, `_`, `-`, `=`, `:`, `.`; not empty.
 fn check_part(kind: &'static str, whole: &str, part: &str) -> Result<(), BundleError> {
     let ok = !part.is_empty()
         && part
             .chars()
-            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '=' | ':' | '.'));
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '=' | ':' | '.'));
     if ok {
         Ok(())
     } else {
         Err(BundleError::InvalidName {
             kind,
             value: whole.to_owned(),
-            reason: format!("'{part}' must be non-empty and use only letters, digits, _ - = : ."),
+            reason: format!(
+                "'{part}' must be non-empty and use only ASCII letters, digits, _ - = : ."
+            ),
         })
     }
 }

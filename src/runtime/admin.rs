@@ -87,6 +87,16 @@ pub async fn create_namespace(
     namespaces::create_namespace(store, &namespace(name)?, bundles, cluster).await
 }
 
+/// Creates namespace `name` with the given bundles (Pulsar's `BundlesData` of a create request).
+pub async fn create_namespace_with(
+    store: &DynStore,
+    name: &str,
+    bundles: NamespaceBundles,
+    cluster: Option<&str>,
+) -> Result<NamespaceBundles, RuntimeError> {
+    namespaces::create_namespace_with(store, &namespace(name)?, bundles, cluster).await
+}
+
 /// One bundle of a namespace with its owner and record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BundleRow {
@@ -137,7 +147,7 @@ pub async fn bundle_name(
 ) -> Result<String, RuntimeError> {
     let ns = namespace(namespace_name)?;
     let range = BundleRange::parse(range)
-        .map_err(|e| RuntimeError::Invalid(format!("--bundle {range}: {e}")))?;
+        .map_err(|e| RuntimeError::Invalid(format!("Invalid bundle range {range}: {e}")))?;
     let info = namespaces::read_bundles(store, &ns)
         .await?
         .ok_or_else(|| RuntimeError::Invalid(format!("namespace {ns} does not exist")))?;

@@ -163,6 +163,10 @@ impl BrokerAgent {
         };
         // The first report is written now; the checks run from here (see `report_loop`).
         let registered_at = tokio::time::Instant::now();
+        shared
+            .metrics
+            .reports_written
+            .fetch_add(1, Ordering::Relaxed);
         report.clean_deltas();
         tracing::info!(broker = %broker_id, store = %store.address(), "registered at {}", paths::broker(&broker_id));
         match store
@@ -436,6 +440,7 @@ async fn report_loop(
             {
                 Ok(l) => {
                     tracing::warn!(broker = %sh.broker_id, "registered again after the registration was lost");
+                    sh.metrics.reports_written.fetch_add(1, Ordering::Relaxed);
                     lock = l;
                     report.clean_deltas();
                     written = report.clone();

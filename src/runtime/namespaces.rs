@@ -104,8 +104,7 @@ async fn read_global(
     }
 }
 
-/// Creates a namespace with `count` bundles: `TenantInfo` for a tenant not seen before, `Policies` with
-/// `bundles`, and `LocalPolicies` with the same bundles, in one batch. Errors when the namespace exists.
+/// Creates a namespace with `count` equal bundles (see [`create_namespace_with`]).
 pub async fn create_namespace(
     store: &DynStore,
     namespace: &NamespaceName,
@@ -114,11 +113,28 @@ pub async fn create_namespace(
 ) -> Result<NamespaceBundles, RuntimeError> {
     if count > MAX_INITIAL_BUNDLES {
         return Err(RuntimeError::Invalid(format!(
-            "--bundles {count}: at most {MAX_INITIAL_BUNDLES} bundles per namespace at creation"
+            "{count} bundles: at most {MAX_INITIAL_BUNDLES} bundles per namespace at creation"
         )));
     }
     let bundles = NamespaceBundles::initial(count)
-        .map_err(|e| RuntimeError::Invalid(format!("--bundles {count}: {e}")))?;
+        .map_err(|e| RuntimeError::Invalid(format!("{count} bundles: {e}")))?;
+    create_namespace_with(store, namespace, bundles, cluster).await
+}
+
+/// Creates a namespace with `bundles`: `TenantInfo` for a tenant not seen before, `Policies` with `bundles`,
+/// and `LocalPolicies` with the same bundles, in one batch. Errors when the namespace exists.
+pub async fn create_namespace_with(
+    store: &DynStore,
+    namespace: &NamespaceName,
+    bundles: NamespaceBundles,
+    cluster: Option<&str>,
+) -> Result<NamespaceBundles, RuntimeError> {
+    if bundles.len() as u64 > MAX_INITIAL_BUNDLES {
+        return Err(RuntimeError::Invalid(format!(
+            "{} bundles: at most {MAX_INITIAL_BUNDLES} bundles per namespace at creation",
+            bundles.len()
+        )));
+    }
     let ns = namespace.to_string();
     if store.exists(&paths::policies(&ns)).await? {
         return Err(RuntimeError::Invalid(format!(

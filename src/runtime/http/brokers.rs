@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, State};
+use super::extract::Path;
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;

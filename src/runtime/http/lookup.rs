@@ -18,7 +18,8 @@
 
 use std::time::Duration;
 
-use axum::extract::{OriginalUri, Path, Query, State};
+use super::extract::{Path, Query};
+use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -86,7 +87,8 @@ pub struct LookupQuery {
     pub listener_name: Option<String>,
 }
 
-/// Parses the path's topic, or 400.
+/// Parses the path's topic: 400 for an unknown domain, 412 for an invalid name (Pulsar's "Topic name is not
+/// valid").
 pub(crate) fn topic(
     domain: &str,
     tenant: &str,
@@ -99,8 +101,8 @@ pub(crate) fn topic(
         )));
     }
     TopicName::parse(&format!("{domain}://{tenant}/{namespace}/{local}")).map_err(|e| {
-        ApiError::bad_request(format!(
-            "topic {domain}://{tenant}/{namespace}/{local}: {e}"
+        ApiError::precondition(format!(
+            "Topic name is not valid: {domain}://{tenant}/{namespace}/{local}: {e}"
         ))
     })
 }
@@ -110,15 +112,16 @@ pub(crate) fn topic(
     get,
     path = "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}",
     params(
-        ("domain" = String, Path, description = "persistent or non-persistent"),
-        ("tenant" = String, Path, description = "tenant"),
-        ("namespace" = String, Path, description = "namespace"),
+        ("domain" = String, Path, description = "persistent or non-persistent", pattern = "^(persistent|non-persistent)$"),
+        ("tenant" = String, Path, description = "tenant: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"),
+        ("namespace" = String, Path, description = "namespace: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"),
         ("topic" = String, Path, description = "topic name (URL-encoded)"),
         LookupQuery
     ),
     responses(
         (status = 200, description = "the owner", body = LookupData),
-        (status = 400, description = "malformed topic", body = own::ErrorBody),
+        (status = 400, description = "unknown domain, or a malformed query", body = own::ErrorBody),
+        (status = 412, description = "Topic name is not valid", body = own::ErrorBody),
         (status = 401, description = "no valid token", body = own::ErrorBody),
         (status = 404, description = "namespace not found", body = own::ErrorBody),
         (status = 503, description = "no leader, or the leader does not answer", body = own::ErrorBody)
@@ -286,14 +289,15 @@ pub struct PartitionedTopicMetadata {
     get,
     path = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions",
     params(
-        ("domain" = String, Path, description = "persistent or non-persistent"),
-        ("tenant" = String, Path, description = "tenant"),
-        ("namespace" = String, Path, description = "namespace"),
+        ("domain" = String, Path, description = "persistent or non-persistent", pattern = "^(persistent|non-persistent)$"),
+        ("tenant" = String, Path, description = "tenant: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"),
+        ("namespace" = String, Path, description = "namespace: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"),
         ("topic" = String, Path, description = "topic name (URL-encoded)")
     ),
     responses(
         (status = 200, description = "the metadata", body = PartitionedTopicMetadata),
-        (status = 400, description = "malformed topic", body = own::ErrorBody),
+        (status = 400, description = "unknown domain, or a malformed query", body = own::ErrorBody),
+        (status = 412, description = "Topic name is not valid", body = own::ErrorBody),
         (status = 401, description = "no valid token", body = own::ErrorBody),
         (status = 404, description = "namespace not found", body = own::ErrorBody)
     ),

@@ -1,5 +1,7 @@
-//! `GET /metrics`: Prometheus metrics in the OpenMetrics text format, with Pulsar's names and labels where
-//! Pulsar has them and loadmgr's own otherwise.
+//! `GET /metrics`: Prometheus metrics, with Pulsar's names and labels where Pulsar has them and loadmgr's own
+//! otherwise. A scraper that accepts OpenMetrics (Prometheus does) gets OpenMetrics 1.0; anything else (curl,
+//! `promtool check metrics`, older agents) gets the Prometheus text format 0.0.4, where a counter's `# TYPE`
+//! line names the `_total` series itself.
 //!
 //! | metric | labels | what |
 //! |---|---|---|
@@ -43,12 +45,18 @@ fn gauge(value: f64) -> Gauge<f64, AtomicU64> {
 
 /// The metrics of this broker (see the module docs).
 #[utoipa::path(get, path = "/metrics", responses(
-    (status = 200, description = "OpenMetrics text", body = String, content_type = "application/openmetrics-text"),
+    (status = 200, description = "OpenMetrics 1.0 when accepted, else the Prometheus text format 0.0.4",
+        content((String = "text/plain"), (String = "application/openmetrics-text"))),
     (status = 401, description = "no valid token (with authenticateMetricsEndpoint)", body = own::ErrorBody)), tag = "metrics")]
 pub(crate) async fn metrics(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let openmetrics = headers
+        .get_all(axum::http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
     state.auth.metrics(&headers)?;
     let settings = state.settings();
     let cluster = settings
@@ -240,12 +248,65 @@ pub(crate) async fn metrics(
             format!("encoding the metrics: {e}"),
         )
     })?;
-    Ok((
-        [(
-            axum::http::header::CONTENT_TYPE,
+    let (content_type, text) = if openmetrics {
+        (
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response())
+            text,
+        )
+    } else {
+        (
+            "text/plain; version=0.0.4; charset=utf-8",
+            prometheus_text(&text),
+        )
+    };
+    Ok(([(axum::http::header::CONTENT_TYPE, content_type)], text).into_response())
+}
+
+/// Rewrites OpenMetrics text as the Prometheus text format 0.0.4: no `# EOF` or `# UNIT` lines, and a counter's
+/// `# HELP` and `# TYPE` lines name its `_total` series, as 0.0.4 parsers expect.
+fn prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let comment = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find(|p| line.starts_with(p));
+        match comment {
+            Some(prefix) => {
+                let rest = &line[prefix.len()..];
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                if counters.contains(name) {
+                    out.push_str(&format!("{prefix}{name}_total {tail}"));
+                } else {
+                    out.push_str(line);
+                }
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prometheus_text_names_counters_by_their_total_series() {
+        let om = "# HELP a_seconds how long.\n# TYPE a_seconds gauge\n# UNIT a_seconds seconds\na_seconds 1.5\n\
+                  # HELP b things done.\n# TYPE b counter\nb_total{k=\"v\"} 3\n# EOF\n";
+        assert_eq!(
+            prometheus_text(om),
+            "# HELP a_seconds how long.\n# TYPE a_seconds gauge\na_seconds 1.5\n\
+             # HELP b_total things done.\n# TYPE b_total counter\nb_total{k=\"v\"} 3\n"
+        );
+    }
 }

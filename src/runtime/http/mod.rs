@@ -30,6 +30,7 @@
 pub mod auth;
 mod brokers;
 pub mod errors;
+mod extract;
 mod lookup;
 mod metrics;
 mod namespaces;

@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use super::extract::{Path, Query};
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde::Deserialize;
@@ -12,27 +13,74 @@ use utoipa::IntoParams;
 
 use super::errors::ApiError;
 use super::{own, AppState};
-use crate::bundle::NamespaceName;
+use crate::bundle::{NamespaceBundles, NamespaceName};
 use crate::model::BundlesData;
-use crate::runtime::{admin, RuntimeError};
+use crate::runtime::{admin, namespaces, RuntimeError};
 
 /// How long an unload or split may take before the request answers 503.
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn namespace(tenant: &str, namespace: &str) -> Result<NamespaceName, ApiError> {
     NamespaceName::parse(&format!("{tenant}/{namespace}"))
-        .map_err(|e| ApiError::bad_request(format!("namespace {tenant}/{namespace}: {e}")))
+        .map_err(|e| ApiError::precondition(format!("Namespace name is not valid: {e}")))
+}
+
+/// The bundles of a create request, as Pulsar's `validatePolicies` chooses them: the body's `bundles` when
+/// `numBundles` is above 0 — its `boundaries` when listed, else that many equal bundles — and
+/// `defaultNumberOfNamespaceBundles` equal bundles otherwise (no body, no `bundles`, `numBundles` 0 or below).
+/// 400 for a body that is not Pulsar's `Policies`; 412 for counts or boundaries Pulsar refuses.
+fn initial_bundles(body: &[u8], default_count: i32) -> Result<NamespaceBundles, ApiError> {
+    let equal = |count: i64| {
+        if count <= 0 || count as u64 > namespaces::MAX_INITIAL_BUNDLES {
+            return Err(ApiError::precondition(format!(
+                "Invalid number of bundles {count}: loadmgr creates 1 to {} bundles",
+                namespaces::MAX_INITIAL_BUNDLES
+            )));
+        }
+        NamespaceBundles::initial(count as u64).map_err(|e| ApiError::precondition(e.to_string()))
+    };
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return equal(default_count.into());
+    }
+    let policies: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("body: not JSON: {e}")))?;
+    let bundles = match &policies {
+        serde_json::Value::Null => return equal(default_count.into()),
+        serde_json::Value::Object(o) => o.get("bundles").filter(|b| !b.is_null()),
+        _ => {
+            return Err(ApiError::bad_request(
+                "body: expected Pulsar's Policies, a JSON object",
+            ))
+        }
+    };
+    let Some(bundles) = bundles else {
+        return equal(default_count.into());
+    };
+    let data: BundlesData = serde_json::from_value(bundles.clone()).map_err(|e| {
+        ApiError::bad_request(format!(
+            "body: bundles: expected {{\"numBundles\": n, \"boundaries\": [\"0x00000000\", ...]}}: {e}"
+        ))
+    })?;
+    if data.num_bundles <= 0 {
+        equal(default_count.into())
+    } else if data.boundaries.is_empty() {
+        equal(data.num_bundles.into())
+    } else {
+        NamespaceBundles::from_bundles_data(&data)
+            .map_err(|e| ApiError::precondition(format!("bundles: {e}")))
+    }
 }
 
 /// Creates a namespace with the bundles of the body's `bundles` (Pulsar's `Policies`), or
 /// `defaultNumberOfNamespaceBundles`.
 #[utoipa::path(put, path = "/admin/v2/namespaces/{tenant}/{namespace}",
-    params(("tenant" = String, Path, description = "tenant"), ("namespace" = String, Path, description = "namespace")),
-    request_body(content = Object, description = "Pulsar's Policies; only `bundles` (`numBundles` or `boundaries`) is used", content_type = "application/json"),
+    params(("tenant" = String, Path, description = "tenant: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"), ("namespace" = String, Path, description = "namespace: ASCII letters, digits, _ - = : . (else 412, as Pulsar)")),
+    request_body(content = Option<Object>, description = "Pulsar's Policies (optional); only `bundles` (`numBundles` or `boundaries`) is used", content_type = "application/json"),
     responses((status = 204, description = "created"),
-    (status = 400, description = "malformed name or body", body = own::ErrorBody),
+    (status = 400, description = "malformed body", body = own::ErrorBody),
     (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
-    (status = 409, description = "exists", body = own::ErrorBody)), tag = "namespaces")]
+    (status = 409, description = "exists", body = own::ErrorBody),
+    (status = 412, description = "Namespace name is not valid, or too few or too many bundles", body = own::ErrorBody)), tag = "namespaces")]
 pub(crate) async fn create(
     State(state): State<AppState>,
     Path((tenant, ns)): Path<(String, String)>,
@@ -40,34 +88,19 @@ pub(crate) async fn create(
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     state.auth.admin(&headers)?;
-    let name = namespace(&tenant, &ns)?;
     let settings = state.settings();
-    let mut count = settings.default_number_of_namespace_bundles.max(1) as u64;
-    if !body.iter().all(u8::is_ascii_whitespace) {
-        let policies: serde_json::Value = serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_request(format!("body: not JSON: {e}")))?;
-        if let Some(bundles) = policies.get("bundles").filter(|b| !b.is_null()) {
-            if let Some(n) = bundles.get("numBundles").and_then(|n| n.as_u64()) {
-                count = n;
-            } else if let Some(b) = bundles.get("boundaries").and_then(|b| b.as_array()) {
-                count = b.len().saturating_sub(1) as u64;
-            } else {
-                return Err(ApiError::bad_request(
-                    "body: bundles needs numBundles or boundaries",
-                ));
-            }
-        }
-    }
+    let bundles = initial_bundles(&body, settings.default_number_of_namespace_bundles)?;
+    let name = namespace(&tenant, &ns)?;
     if state.view.namespace(&name.to_string()).is_some() {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "Namespace already exists",
         ));
     }
-    match admin::create_namespace(
+    match admin::create_namespace_with(
         &state.sh.store,
         &name.to_string(),
-        count,
+        bundles,
         settings.cluster_name.as_deref(),
     )
     .await
@@ -83,10 +116,12 @@ pub(crate) async fn create(
 
 /// A namespace's bundles (Pulsar's `BundlesData`).
 #[utoipa::path(get, path = "/admin/v2/namespaces/{tenant}/{namespace}/bundles",
-    params(("tenant" = String, Path, description = "tenant"), ("namespace" = String, Path, description = "namespace")),
+    params(("tenant" = String, Path, description = "tenant: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"), ("namespace" = String, Path, description = "namespace: ASCII letters, digits, _ - = : . (else 412, as Pulsar)")),
     responses((status = 200, description = "boundaries", body = Object),
+    (status = 400, description = "malformed path or query", body = own::ErrorBody),
     (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
-    (status = 404, description = "no such namespace", body = own::ErrorBody)), tag = "namespaces")]
+    (status = 404, description = "no such namespace", body = own::ErrorBody),
+    (status = 412, description = "Namespace name is not valid", body = own::ErrorBody)), tag = "namespaces")]
 pub(crate) async fn bundles(
     State(state): State<AppState>,
     Path((tenant, ns)): Path<(String, String)>,
@@ -103,10 +138,12 @@ pub(crate) async fn bundles(
 
 /// Unloads every owned bundle of a namespace; answers once each is owned again.
 #[utoipa::path(put, path = "/admin/v2/namespaces/{tenant}/{namespace}/unload",
-    params(("tenant" = String, Path, description = "tenant"), ("namespace" = String, Path, description = "namespace")),
+    params(("tenant" = String, Path, description = "tenant: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"), ("namespace" = String, Path, description = "namespace: ASCII letters, digits, _ - = : . (else 412, as Pulsar)")),
     responses((status = 204, description = "unloaded"),
+    (status = 400, description = "malformed path or query", body = own::ErrorBody),
     (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
     (status = 404, description = "no such namespace", body = own::ErrorBody),
+    (status = 412, description = "Namespace name is not valid", body = own::ErrorBody),
     (status = 503, description = "no leader, or too slow", body = own::ErrorBody)), tag = "namespaces")]
 pub(crate) async fn unload_namespace(
     State(state): State<AppState>,
@@ -143,12 +180,13 @@ pub struct UnloadQuery {
 
 /// Unloads one bundle (to `destinationBroker`, or where placement says); answers once it is owned again.
 #[utoipa::path(put, path = "/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload",
-    params(("tenant" = String, Path, description = "tenant"), ("namespace" = String, Path, description = "namespace"),
-        ("bundle" = String, Path, description = "bundle range, e.g. 0x00000000_0x40000000"), UnloadQuery),
+    params(("tenant" = String, Path, description = "tenant: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"), ("namespace" = String, Path, description = "namespace: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"),
+        ("bundle" = String, Path, description = "bundle range, e.g. 0x00000000_0x40000000 (a malformed or unknown one: 412, as Pulsar)"), UnloadQuery),
     responses((status = 204, description = "unloaded"),
+    (status = 400, description = "malformed path or query", body = own::ErrorBody),
     (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
     (status = 404, description = "no such namespace", body = own::ErrorBody),
-    (status = 412, description = "no such bundle, or the leader refused", body = own::ErrorBody),
+    (status = 412, description = "Namespace name or bundle range not valid, no such bundle, or the leader refused", body = own::ErrorBody),
     (status = 503, description = "no leader, or too slow", body = own::ErrorBody)), tag = "namespaces")]
 pub(crate) async fn unload_bundle(
     State(state): State<AppState>,
@@ -192,14 +230,14 @@ pub struct SplitQuery {
 
 /// Splits one bundle; the body may list split positions (hash values) for `specified_positions_divide`.
 #[utoipa::path(put, path = "/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/split",
-    params(("tenant" = String, Path, description = "tenant"), ("namespace" = String, Path, description = "namespace"),
-        ("bundle" = String, Path, description = "bundle range"), SplitQuery),
-    request_body(content = Vec<u64>, description = "split positions (optional)", content_type = "application/json"),
+    params(("tenant" = String, Path, description = "tenant: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"), ("namespace" = String, Path, description = "namespace: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"),
+        ("bundle" = String, Path, description = "bundle range, e.g. 0x00000000_0x40000000 (a malformed or unknown one: 412, as Pulsar)"), SplitQuery),
+    request_body(content = Option<Vec<u64>>, description = "split positions as integers (hash values, Java longs), for specified_positions_divide (optional)", content_type = "application/json"),
     responses((status = 204, description = "split"),
     (status = 400, description = "malformed body", body = own::ErrorBody),
     (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
     (status = 404, description = "no such namespace", body = own::ErrorBody),
-    (status = 412, description = "no such bundle, or no split point", body = own::ErrorBody),
+    (status = 412, description = "Namespace name or bundle range not valid, no such bundle, or no split point", body = own::ErrorBody),
     (status = 503, description = "no leader, or too slow", body = own::ErrorBody)), tag = "namespaces")]
 pub(crate) async fn split_bundle(
     State(state): State<AppState>,
@@ -209,10 +247,7 @@ pub(crate) async fn split_bundle(
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     state.auth.admin(&headers)?;
-    let name = namespace(&tenant, &ns)?;
-    if state.view.namespace(&name.to_string()).is_none() {
-        return Err(ApiError::not_found("Namespace does not exist"));
-    }
+    // The body first, as Pulsar's JAX-RS reads it before the resource method runs.
     let positions: Vec<String> = if body.iter().all(u8::is_ascii_whitespace) {
         Vec::new()
     } else {
@@ -222,16 +257,22 @@ pub(crate) async fn split_bundle(
         values
             .iter()
             .map(|v| match v {
-                serde_json::Value::Number(n) if n.as_u64().is_some() => {
+                // Pulsar's positions are Java longs.
+                serde_json::Value::Number(n)
+                    if n.as_u64().is_some_and(|p| p <= i64::MAX as u64) =>
+                {
                     Ok(crate::bundle::format_hash(n.as_u64().unwrap_or_default()))
                 }
-                serde_json::Value::String(s) => Ok(s.clone()),
                 other => Err(ApiError::bad_request(format!(
-                    "body: {other} is not a split position"
+                    "body: {other} is not a split position (an integer hash value)"
                 ))),
             })
             .collect::<Result<_, _>>()?
     };
+    let name = namespace(&tenant, &ns)?;
+    if state.view.namespace(&name.to_string()).is_none() {
+        return Err(ApiError::not_found("Namespace does not exist"));
+    }
     let args = admin::SplitArgs {
         namespace: name.to_string(),
         range: bundle,

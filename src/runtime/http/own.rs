@@ -2,7 +2,8 @@
 //! strategy would do now on the live data, changing nothing), the assignment records, and the OpenAPI
 //! document of everything the web service serves.
 
-use axum::extract::{OriginalUri, Query, State};
+use super::extract::Query;
+use axum::extract::{OriginalUri, State};
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use axum::Json;
@@ -35,7 +36,7 @@ pub struct Status {
     /// The leader's web service URL.
     pub service_url: Option<String>,
     /// Its counters as it last wrote them to `/loadmgr/leader-status`.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub status: Option<LeaderStatus>,
     /// The broker answering.
     pub broker: String,
@@ -143,7 +144,7 @@ pub struct BrokerReport {
     /// Whether it leads.
     pub leader: bool,
     /// Its load report (`LocalBrokerData`), or null when it cannot be read.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub report: Option<crate::model::LocalBrokerData>,
     /// Why the report cannot be read, when it cannot.
     pub error: Option<String>,
@@ -187,23 +188,25 @@ pub struct BundleState {
     /// Whether the owner is unloading it.
     pub unloading: bool,
     /// The assignment record, when the leader assigned it.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub record: Option<BundleAssignment>,
 }
 
 /// A namespace's bundles with owners and records (what `loadmgr admin namespaces bundles` prints).
 #[utoipa::path(get, path = "/loadmgr/v1/namespaces/{tenant}/{namespace}",
-    params(("tenant" = String, Path, description = "tenant"), ("namespace" = String, Path, description = "namespace")),
+    params(("tenant" = String, Path, description = "tenant: letters, digits, _ - = : .", pattern = "^[-=:.A-Za-z0-9_]+$"), ("namespace" = String, Path, description = "namespace: letters, digits, _ - = : .", pattern = "^[-=:.A-Za-z0-9_]+$")),
     responses((status = 200, description = "bundles", body = Vec<BundleState>),
     (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-    (status = 412, description = "no such namespace", body = ErrorBody)), tag = "loadmgr")]
+    (status = 400, description = "malformed namespace", body = ErrorBody), (status = 412, description = "no such namespace", body = ErrorBody)), tag = "loadmgr")]
 pub(crate) async fn namespace(
     State(state): State<AppState>,
-    axum::extract::Path((tenant, ns)): axum::extract::Path<(String, String)>,
+    super::extract::Path((tenant, ns)): super::extract::Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Json<Vec<BundleState>>, ApiError> {
     state.auth.admin(&headers)?;
-    let (_, rows) = admin::namespace_bundles(&state.sh.store, &format!("{tenant}/{ns}")).await?;
+    let name = crate::bundle::NamespaceName::parse(&format!("{tenant}/{ns}"))
+        .map_err(|e| ApiError::bad_request(format!("namespace: {e}")))?;
+    let (_, rows) = admin::namespace_bundles(&state.sh.store, &name.to_string()).await?;
     Ok(Json(
         rows.into_iter()
             .map(|r| BundleState {
@@ -226,6 +229,7 @@ pub struct AssignmentsQuery {
 /// The assignment records the leader wrote (`/loadmgr/assignments`), with their causes and reasons.
 #[utoipa::path(get, path = "/loadmgr/v1/assignments", params(AssignmentsQuery), responses(
     (status = 200, description = "records, by bundle", body = Vec<Object>),
+    (status = 400, description = "malformed namespace", body = ErrorBody),
     (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)), tag = "loadmgr")]
 pub(crate) async fn assignments(
     State(state): State<AppState>,
@@ -234,7 +238,11 @@ pub(crate) async fn assignments(
 ) -> Result<Json<Vec<BundleAssignment>>, ApiError> {
     state.auth.admin(&headers)?;
     let root = match &query.namespace {
-        Some(ns) => format!("{}/{ns}", paths::ASSIGNMENTS),
+        Some(ns) => {
+            let ns = crate::bundle::NamespaceName::parse(ns)
+                .map_err(|e| ApiError::bad_request(format!("namespace: {e}")))?;
+            format!("{}/{ns}", paths::ASSIGNMENTS)
+        }
         None => paths::ASSIGNMENTS.to_owned(),
     };
     let mut out = Vec::new();
