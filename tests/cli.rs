@@ -341,3 +341,26 @@ fn every_subcommand_has_help_with_an_example() {
         assert!(stdout(&o).contains("Example"), "{args:?}: {}", stdout(&o));
     }
 }
+
+/// docs/openapi.json is what the code generates: regenerate it with `loadmgr openapi > docs/openapi.json`.
+#[test]
+fn the_committed_openapi_document_is_the_generated_one() {
+    let out = loadmgr(&["openapi"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/openapi.json")).unwrap();
+    assert!(
+        stdout(&out) == committed,
+        "docs/openapi.json is stale: run `loadmgr openapi > docs/openapi.json`"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&committed).unwrap();
+    for path in [
+        "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}",
+        "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions",
+        "/admin/v2/brokers/{cluster}",
+        "/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/split",
+        "/metrics",
+    ] {
+        assert!(doc["paths"][path].is_object(), "{path} missing");
+    }
+}

@@ -97,6 +97,9 @@ pub enum Command {
     Monitor(monitor::MonitorArgs),
     /// Ask a broker's web service whether it is healthy or ready (exit 0 when it is).
     Health(health::HealthArgs),
+    /// Print the OpenAPI document of the brokers' web service (the one committed as docs/openapi.json and
+    /// served at /loadmgr/v1/openapi.json).
+    Openapi,
 }
 
 /// Runs a parsed command line and turns the outcome into an exit status.
@@ -116,6 +119,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Snapshot(args) => snapshot::run(args),
         Command::Monitor(args) => monitor::run(args),
         Command::Health(args) => health::run(args),
+        Command::Openapi => {
+            println!("{}", crate::runtime::http::own::openapi_json());
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
