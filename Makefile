@@ -11,9 +11,11 @@ test: deps
 	$(CARGO) test --bench '*' --no-fail-fast
 	$(CARGO) test --no-fail-fast
 
-## Debian packages the tests need (protoc, ZooKeeper, etcd); installs them as root, else prints the command.
+## Debian packages the tests need (protoc, ZooKeeper, etcd, curl, Prometheus, python3-venv; installs them as
+## root, else prints the command), then the Python packages of tests/http_peers.rs into target/test-venv.
 deps:
 	@./scripts/install-test-deps.sh
+	@./scripts/install-python-deps.sh
 
 ## Runs the built-in simulation suite for every strategy and writes target/loadmgr-report/index.html.
 demo:

@@ -2,8 +2,9 @@
 # Makes sure the programs the test suite needs are installed: protoc and its well-known .proto files
 # (libprotobuf-dev: only recommended by protobuf-compiler, so --no-install-recommends leaves them out, and the
 # etcd client's build needs google/protobuf/descriptor.proto), ZooKeeper 3.8
-# and etcd 3.4 servers and their command-line clients, and openssl (TLS test certificates), all from Debian
-# packages. As root, missing packages are installed with apt-get; otherwise the script stops with the exact
+# and etcd 3.4 servers and their command-line clients, openssl (TLS test certificates), curl (the web service
+# tests), Prometheus and promtool (scraping the brokers), and python3-venv (scripts/install-python-deps.sh), all
+# from Debian packages. As root, missing packages are installed with apt-get; otherwise the script stops with the exact
 # command to run.
 set -euo pipefail
 
@@ -14,12 +15,17 @@ declare -A need=(
   [etcd-server]=/usr/bin/etcd
   [etcd-client]=/usr/bin/etcdctl
   [openssl]=/usr/bin/openssl
+  [curl]=/usr/bin/curl
+  [prometheus]=/usr/bin/prometheus
 )
 
 missing=()
-for pkg in protobuf-compiler libprotobuf-dev zookeeper etcd-server etcd-client openssl; do
+for pkg in protobuf-compiler libprotobuf-dev zookeeper etcd-server etcd-client openssl curl prometheus; do
   [ -e "${need[$pkg]}" ] || missing+=("$pkg")
 done
+if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  missing+=(python3-venv)
+fi
 if ! command -v java >/dev/null 2>&1 && [[ ! " ${missing[*]} " == *" zookeeper "* ]]; then
   missing+=(default-jre-headless)
 fi
@@ -42,6 +48,7 @@ apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 for pkg in "${missing[@]}"; do
   case "$pkg" in
     default-jre-headless) command -v java >/dev/null ;;
+    python3-venv) python3 -c 'import ensurepip, venv' ;;
     *) [ -e "${need[$pkg]}" ] ;;
   esac || { echo "installing $pkg did not provide what the tests need" >&2; exit 1; }
 done
