@@ -720,3 +720,35 @@ async fn tokens_and_tls() {
     let out = loadmgr(&["health", "--url", &f]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("401"));
 }
+
+/// `loadmgr bench lookups` (a smoke run; docs/http.md has the figures on real ZooKeeper and etcd): an owned
+/// bundle's lookup over HTTP writes nothing, one through request nodes writes.
+#[test]
+fn the_lookup_bench_runs() {
+    let out = loadmgr(&[
+        "bench",
+        "lookups",
+        "--store",
+        "memory:bench",
+        "--bundles",
+        "4",
+        "--owned",
+        "12",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let writes = |row: &str| -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("no {row} row:\n{text}"));
+        line.split_whitespace().last().unwrap().parse().unwrap()
+    };
+    assert_eq!(writes("HTTP, owned"), 0.0, "{text}");
+    assert!(writes("requests, owned") >= 1.0, "{text}");
+    assert!(writes("HTTP, unowned") >= 2.0, "{text}");
+}

@@ -18,6 +18,8 @@ use crate::store::{self, DynStore, MetadataStoreExt, Op, StoreOptions, StoreUrl}
 pub enum BenchCommand {
     /// Put throughput through the MetadataStore trait vs the raw client crate, same server, same run.
     Store(StoreBench),
+    /// Topic lookups through the web service and through /loadmgr/requests nodes: latency and store writes.
+    Lookups(super::bench_lookups::LookupBench),
 }
 
 /// `loadmgr bench store` flags.
@@ -55,6 +57,7 @@ pub fn run(command: BenchCommand) -> CliResult {
         BenchCommand::Store(b) => {
             super::block_on(async move { store_bench(b).await.map_err(CliError::new) })
         }
+        BenchCommand::Lookups(b) => super::bench_lookups::run(b),
     }
 }
 
