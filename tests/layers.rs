@@ -85,20 +85,46 @@ fn code_lines(text: &str) -> Vec<&str> {
 }
 
 /// Every `prefix<ident>` in `line`.
-fn names_after<'a>(line: &'a str, prefix: &str) -> Vec<&'a str> {
+fn names_after<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
     let mut out = Vec::new();
-    let mut rest = line;
+    let mut rest = text;
     while let Some(i) = rest.find(prefix) {
         let after = &rest[i + prefix.len()..];
-        let end = after
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(after.len());
-        if end > 0 {
-            out.push(&after[..end]);
+        if let Some(group) = after.strip_prefix('{') {
+            // `prefix{a, b::c, d as e, f::{g, h}}`: the first name of each item of the group.
+            let (mut depth, mut start, mut end) = (0usize, 0usize, group.len());
+            for (at, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        end = at;
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        out.extend(first_name(&group[start..at]));
+                        start = at + 1;
+                    }
+                    _ => {}
+                }
+            }
+            out.extend(first_name(&group[start..end]));
+            rest = &group[end..];
+        } else {
+            out.extend(first_name(after));
+            rest = after;
         }
-        rest = &after[end..];
     }
     out
+}
+
+/// The identifier a path item starts with, if any.
+fn first_name(item: &str) -> Option<&str> {
+    let item = item.trim_start();
+    let end = item
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(item.len());
+    (end > 0).then(|| &item[..end])
 }
 
 /// `src/a/b.rs` → ["a", "b"]; `src/a/mod.rs` → ["a"]; `src/lib.rs` → [].
@@ -163,33 +189,26 @@ fn modules_import_only_from_the_layers_below_and_siblings_not_from_each_other() 
         } else {
             path[..path.len() - 1].join("::")
         };
-        for line in code_lines(&text) {
-            for m in names_after(line, "crate::") {
-                if m != top.as_str()
-                    && allowed.contains_key(m)
-                    && !allowed[top.as_str()].contains(m)
-                {
-                    violations.push(format!(
-                        "{}: module {top} imports {m}: {}",
-                        file.display(),
-                        line.trim()
-                    ));
-                }
+        // The code as one text, so that a `use` group spread over lines is read whole.
+        let code = code_lines(&text).join("\n");
+        for m in names_after(&code, "crate::") {
+            if m != top.as_str() && allowed.contains_key(m) && !allowed[top.as_str()].contains(m) {
+                violations.push(format!("{}: module {top} imports {m}", file.display()));
             }
-            if !is_mod && !path.is_empty() {
-                let own = path.last().unwrap();
-                let mut names = names_after(line, "super::");
-                let full = format!("crate::{parent_path}::");
-                if !parent_path.is_empty() {
-                    names.extend(names_after(line, &full));
-                }
-                for n in names {
-                    if n != own && siblings.contains(n) {
-                        sibling_edges
-                            .entry((folder.clone(), own.clone()))
-                            .or_default()
-                            .insert(n.to_owned());
-                    }
+        }
+        if !is_mod && !path.is_empty() {
+            let own = path.last().unwrap();
+            let mut names = names_after(&code, "super::");
+            let full = format!("crate::{parent_path}::");
+            if !parent_path.is_empty() {
+                names.extend(names_after(&code, &full));
+            }
+            for n in names {
+                if n != own && siblings.contains(n) {
+                    sibling_edges
+                        .entry((folder.clone(), own.clone()))
+                        .or_default()
+                        .insert(n.to_owned());
                 }
             }
         }
@@ -219,6 +238,18 @@ fn the_checker_sees_imports() {
     assert_eq!(
         names_after("x(super::a::b, super::c)", "super::"),
         vec!["a", "c"]
+    );
+    // Groups, nested groups and groups over several lines.
+    assert_eq!(
+        names_after(
+            "use super::{a, b::c, d as e, f::{g, h}};\nuse crate::{\n    core,\n    sim::x,\n};",
+            "super::"
+        ),
+        vec!["a", "b", "d", "f"]
+    );
+    assert_eq!(
+        names_after("use crate::{\n    core,\n    sim::x,\n};", "crate::"),
+        vec!["core", "sim"]
     );
     let lines =
         code_lines("use a;\n// use crate::sim;\n#[cfg(test)]\nmod tests {\nuse crate::sim;\n}");

@@ -121,7 +121,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Monitor(args) => monitor::run(args),
         Command::Health(args) => health::run(args),
         Command::Openapi => {
-            println!("{}", crate::runtime::http::own::openapi_json());
+            println!("{}", crate::runtime::http::openapi::openapi_json());
             Ok(())
         }
     };

@@ -348,4 +348,60 @@ mod tests {
             .unwrap_err()
             .contains("implements only"));
     }
+
+    /// Test keys, made with `openssl genpkey` for this test only.
+    const RSA_PRIVATE: &str = "-----BEGIN PRIVATE KEY-----\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASCBKgwggSkAgEAAoIBAQC5+sE8eMP3KFE2\nivsjXN1rRWef7/mxnlc9Qf2eo5gUDBPJDxy33CxDdfQ15+tpQRmoHXh0iA/trPMw\ndJIqB3w8e9xxLn5Em3vaTmvZoUL6leR9NSX+dgRtkgTeDu34RF1ukbunrjdu1mY3\nmtdNLt2k0WqVhZV7es+68ineENIMsIS+Mf9tHm8b6lnQO0oZ9p9iFWNl2pS1fgYE\nP8W/C97wq/HERdbXKtMjqZ0B80w5U/Xv5quF3NzuQKEhD6n8TLEpq1PtnzRILPe6\ny2t/taqwbKapw8C+DrMnvHAueCPDD4vMi9L/r6nG2oCysx5jL49XYGhff92y6K21\ncvDKXn3pAgMBAAECggEACBtBnUHL0+wAVzrpXbYcaiK3NLncdcUnuxIzbHznwfbx\nTVYg67Q3gzTC4W8jnB3D8Segsp6kKBld686m+NlE7Wt+NTpAM3weAsrgiVbNwTez\noxAEIRJymLaQyv+WWJgdRPap+fH+dVC32aRgjlsUuuyMY2pUVNKqd5T65XSw/S/I\n2EW41a/SEGIrkUzqowKaB7yac88j2g3z07Usq7QDJOff1KPjF8EUqFs+HoIly9d1\nB6MLqaJBF9KgyFlU9AeRvg4ezpehnYYZQmo4hfSwWr1y+70WEspTEN7uZOKHZo6Z\nbnI5Fp41ZIvWrau+6/PX/8UdkDBYnBU+zjKdTF4kcQKBgQD4oFoKyvWRgiL5XJ9w\nbIAg0mOjM6FDQwCseBv/glbM1OG82iyCLCKh1HrrS5DQSUULXrHiHwr8D/gYel+N\nRYbqyRZ7ZEpxeaH6ov21a0cHA7NDLgcPlU8YK4hIs24shhYhEsT6HTHbBkh9uqkI\n+BbRDozibeQhK3mLgqfHD2H5EQKBgQC/fsTNPnszUp/7zdH2NFvXVFhgDpfZT3ed\nIElVn3WOxafiiI33wcpJcbGO+Y/QWJKp5pHzFznEody3TGaIVUSf7pRXyJ3s20WL\nVcwgSBlualjrSogSDn0lO/0EOM7nzicQ8tN4AzsTf6gA4m0frD8MIN6bE7/CAIHo\nMC30Pgh3WQKBgQChl37OUvlmWEGo9tU9uZdRPcy6jtz6HXs7nVj9KVaHDLmnB9oz\nxMHBkptNgLCfX2+7oxFUWT7Hcw2ZwzeFVzIIOSgejKGBvT9U6kiheBcS7Qm+2RSH\nwVBF8k1CizRJReDuIAfcU8tKgnvtE7u3c59Iwv84T5odIOd/kCzByTKxMQKBgQCt\ndgKFPHTTD6Q1rsHjOJh83D1VfcKVKYPbQ9TKB7CwTGEANdwLsnIvxxokvfFEtAbe\neip4vfApKsnJDB7QnhSUnsOnJOXRGOrNBUHreAP5XcIAGLpbSN6ZrNZLTb42gion\nEx71Vk/cIMWpT3GzwA44SUn7xY7tCBKkpYfq94opuQKBgBuzqtBn64QnG8YhBbpN\ngZkjAvN+hR9rBM/mYKxdWH/8UnJhe9PvsJZJkomWstbM0YhwPENdrWV0k/t5AXiW\nLc5Ik/tyhz+9cIzg5ZkX0EvN1bsyTpiKMAl7/FpNd62fJ3Yxemt4Q9fLCk9gOce9\nDph5DgmZWQFux9hnCggBfXWv\n-----END PRIVATE KEY-----\n";
+    const RSA_PUBLIC: &str = "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAufrBPHjD9yhRNor7I1zd\na0Vnn+/5sZ5XPUH9nqOYFAwTyQ8ct9wsQ3X0NefraUEZqB14dIgP7azzMHSSKgd8\nPHvccS5+RJt72k5r2aFC+pXkfTUl/nYEbZIE3g7t+ERdbpG7p643btZmN5rXTS7d\npNFqlYWVe3rPuvIp3hDSDLCEvjH/bR5vG+pZ0DtKGfafYhVjZdqUtX4GBD/Fvwve\n8KvxxEXW1yrTI6mdAfNMOVP17+arhdzc7kChIQ+p/EyxKatT7Z80SCz3ustrf7Wq\nsGymqcPAvg6zJ7xwLngjww+LzIvS/6+pxtqAsrMeYy+PV2BoX3/dsuittXLwyl59\n6QIDAQAB\n-----END PUBLIC KEY-----\n";
+    const EC_PRIVATE: &str = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgZjKcJX6ixTU5Pwjc\ndRZZqNJGQCMj2FPlhdP1+/WX6TChRANCAATH43K+H3JSnjMhE5j0yOtsf1BonT3J\nsRdc440LzoXZolHqtjHfwQ5+NTggNfYUtNr5lu9WZ8xJof1VP3JMbgWu\n-----END PRIVATE KEY-----\n";
+    /// The EC public key as `pulsar tokens create-key-pair` writes it: DER, here base64-encoded.
+    const EC_PUBLIC_DER_B64: &str = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEx+Nyvh9yUp4zIROY9MjrbH9QaJ09ybEXXOONC86F2aJR6rYx38EOfjU4IDX2FLTa+ZbvVmfMSaH9VT9yTG4Frg==";
+
+    #[test]
+    fn public_keys_verify_rs256_pem_and_es256_der_tokens() {
+        let cases = [
+            (
+                "RS256",
+                format!(
+                    "data:;base64,{}",
+                    base64::engine::general_purpose::STANDARD.encode(RSA_PUBLIC)
+                ),
+                Algorithm::RS256,
+                EncodingKey::from_rsa_pem(RSA_PRIVATE.as_bytes()).unwrap(),
+            ),
+            (
+                "ES256",
+                format!("data:;base64,{EC_PUBLIC_DER_B64}"),
+                Algorithm::ES256,
+                EncodingKey::from_ec_pem(EC_PRIVATE.as_bytes()).unwrap(),
+            ),
+        ];
+        for (alg, public, algorithm, private) in cases {
+            let mut s = settings("unused");
+            s.token_secret_key = None;
+            s.token_public_key = Some(public);
+            s.token_public_alg = alg.into();
+            let auth = Auth::from_settings(&s).unwrap();
+            let signed = |claims: serde_json::Value| {
+                encode(&Header::new(algorithm), &claims, &private).unwrap()
+            };
+            let admin = headers(&signed(serde_json::json!({"sub": "admin"})));
+            auth.admin(&admin).unwrap();
+            let expired = headers(&signed(serde_json::json!({"sub": "admin", "exp": 1})));
+            assert_eq!(
+                auth.client(&expired).unwrap_err().status,
+                StatusCode::UNAUTHORIZED,
+                "{alg}"
+            );
+            // An HMAC token signed with the public key's text must not pass (algorithm confusion).
+            let confused = headers(&token(
+                &s.token_public_key.clone().unwrap(),
+                serde_json::json!({"sub": "admin"}),
+            ));
+            assert_eq!(
+                auth.client(&confused).unwrap_err().status,
+                StatusCode::UNAUTHORIZED,
+                "{alg}"
+            );
+        }
+    }
 }

@@ -13,7 +13,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::errors::ApiError;
-use super::{own, AppState};
+use super::{errors, AppState};
 use crate::paths;
 use crate::runtime::admin;
 
@@ -50,7 +50,7 @@ fn check_cluster(state: &AppState, cluster: &str) -> Result<(), ApiError> {
 /// The registered brokers (`host:port`).
 #[utoipa::path(get, path = "/admin/v2/brokers", responses(
     (status = 200, description = "broker ids", body = Vec<String>),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody)), tag = "brokers")]
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody)), tag = "brokers")]
 pub(crate) async fn list(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -63,8 +63,8 @@ pub(crate) async fn list(
 #[utoipa::path(get, path = "/admin/v2/brokers/{cluster}",
     params(("cluster" = String, Path, description = "cluster name")),
     responses((status = 200, description = "broker ids", body = Vec<String>),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
-    (status = 404, description = "another cluster", body = own::ErrorBody)), tag = "brokers")]
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody),
+    (status = 404, description = "another cluster", body = errors::ErrorBody)), tag = "brokers")]
 pub(crate) async fn list_in(
     State(state): State<AppState>,
     Path(cluster): Path<String>,
@@ -78,8 +78,8 @@ pub(crate) async fn list_in(
 /// The leader.
 #[utoipa::path(get, path = "/admin/v2/brokers/leaderBroker", responses(
     (status = 200, description = "the leader", body = BrokerInfo),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
-    (status = 404, description = "no leader", body = own::ErrorBody)), tag = "brokers")]
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody),
+    (status = 404, description = "no leader", body = errors::ErrorBody)), tag = "brokers")]
 pub(crate) async fn leader(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -99,8 +99,8 @@ pub(crate) async fn leader(
 #[utoipa::path(get, path = "/admin/v2/brokers/{cluster}/{broker}/ownedNamespaces",
     params(("cluster" = String, Path, description = "cluster name"), ("broker" = String, Path, description = "broker id host:port")),
     responses((status = 200, description = "bundle → status", body = BTreeMap<String, NamespaceOwnershipStatus>),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
-    (status = 404, description = "no such broker", body = own::ErrorBody)), tag = "brokers")]
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody),
+    (status = 404, description = "no such broker", body = errors::ErrorBody)), tag = "brokers")]
 pub(crate) async fn owned_namespaces(
     State(state): State<AppState>,
     Path((cluster, broker)): Path<(String, String)>,
@@ -145,8 +145,8 @@ fn ok_text() -> Response {
 /// elected.
 #[utoipa::path(get, path = "/admin/v2/brokers/health", responses(
     (status = 200, description = "ok", body = String, content_type = "text/plain"),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
-    (status = 503, description = "why not", body = own::ErrorBody)), tag = "brokers")]
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody),
+    (status = 503, description = "why not", body = errors::ErrorBody)), tag = "brokers")]
 pub(crate) async fn health(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -170,8 +170,8 @@ pub(crate) async fn health(
 /// `ok` once this broker is registered with a connected store (a readiness probe).
 #[utoipa::path(get, path = "/admin/v2/brokers/ready", responses(
     (status = 200, description = "ok", body = String, content_type = "text/plain"),
-    (status = 401, body = own::ErrorBody),
-    (status = 503, description = "why not", body = own::ErrorBody)), tag = "brokers")]
+    (status = 401, body = errors::ErrorBody),
+    (status = 503, description = "why not", body = errors::ErrorBody)), tag = "brokers")]
 pub(crate) async fn ready(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -192,7 +192,7 @@ pub(crate) async fn ready(
 /// The keys of the dynamic configuration.
 #[utoipa::path(get, path = "/admin/v2/brokers/configuration", responses(
     (status = 200, description = "dynamic keys", body = Vec<String>),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody)), tag = "configuration")]
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody)), tag = "configuration")]
 pub(crate) async fn dynamic_keys(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -210,7 +210,7 @@ pub(crate) async fn dynamic_keys(
 /// The values set in the dynamic configuration (`/admin/configuration`).
 #[utoipa::path(get, path = "/admin/v2/brokers/configuration/values", responses(
     (status = 200, description = "key → value", body = BTreeMap<String, String>),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody)), tag = "configuration")]
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody)), tag = "configuration")]
 pub(crate) async fn dynamic_values(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -236,7 +236,7 @@ pub(crate) async fn dynamic_values(
 /// Every setting in effect on this broker (passwords masked).
 #[utoipa::path(get, path = "/admin/v2/brokers/configuration/runtime", responses(
     (status = 200, description = "key → value", body = BTreeMap<String, String>),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody)), tag = "configuration")]
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody)), tag = "configuration")]
 pub(crate) async fn runtime_values(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -259,8 +259,8 @@ pub(crate) async fn runtime_values(
 #[utoipa::path(post, path = "/admin/v2/brokers/configuration/{name}/{value}",
     params(("name" = String, Path, description = "a dynamic key"), ("value" = String, Path, description = "its value")),
     responses((status = 204, description = "set"),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
-    (status = 412, description = "not a dynamic key, or a bad value", body = own::ErrorBody)), tag = "configuration")]
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody),
+    (status = 412, description = "not a dynamic key, or a bad value", body = errors::ErrorBody)), tag = "configuration")]
 pub(crate) async fn set_dynamic(
     State(state): State<AppState>,
     Path((name, value)): Path<(String, String)>,
@@ -275,8 +275,8 @@ pub(crate) async fn set_dynamic(
 #[utoipa::path(delete, path = "/admin/v2/brokers/configuration/{name}",
     params(("name" = String, Path, description = "a dynamic key")),
     responses((status = 204, description = "removed, or was not set"),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
-    (status = 412, description = "not a dynamic key", body = own::ErrorBody)), tag = "configuration")]
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody),
+    (status = 412, description = "not a dynamic key", body = errors::ErrorBody)), tag = "configuration")]
 pub(crate) async fn delete_dynamic(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -290,8 +290,8 @@ pub(crate) async fn delete_dynamic(
 /// This broker's load report as written at `/loadbalance/brokers/<id>` (Pulsar's `LocalBrokerData`).
 #[utoipa::path(get, path = "/admin/v2/broker-stats/load-report", responses(
     (status = 200, description = "LocalBrokerData", body = Object),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
-    (status = 404, description = "not registered", body = own::ErrorBody)), tag = "brokers")]
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody),
+    (status = 404, description = "not registered", body = errors::ErrorBody)), tag = "brokers")]
 pub(crate) async fn load_report(
     State(state): State<AppState>,
     headers: HeaderMap,

@@ -7,6 +7,13 @@ use axum::Json;
 
 use crate::runtime::RuntimeError;
 
+/// An error body (Pulsar's `ErrorData`).
+#[derive(Debug, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// What was wrong.
+    pub reason: String,
+}
+
 /// A refused request: its status and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {

@@ -4,15 +4,17 @@
 //! # Contract
 //!
 //! * An owned bundle is answered at once, by any broker, from its watched view: `200` with Pulsar's
-//!   `LookupData` of the owner (`brokerUrl`, `brokerUrlTls` when the owner has one, `httpUrl`, `httpUrlTls`,
-//!   `nativeUrl`, and `brokerUrlSsl: ""`, which Pulsar keeps for the C++ client: it refuses an answer with
-//!   neither `brokerUrlTls` nor `brokerUrlSsl`).
+//!   `LookupData` of the owner: `brokerUrl`, `brokerUrlTls`, `httpUrl`, `httpUrlTls`, `nativeUrl` and
+//!   `brokerUrlSsl`, every one always present (TLS URLs empty when the owner has none; `brokerUrlSsl` always
+//!   empty, as Pulsar writes it): older C++ clients refuse an answer without `brokerUrlTls`, later ones without
+//!   both `brokerUrlTls` and `brokerUrlSsl`.
 //! * An unowned bundle is placed by the leader. On the leader, its leader task places it; elsewhere the request
 //!   is **forwarded** to the leader's web service with the client's `Authorization` header, and the leader's
 //!   answer returned. Pulsar's modular load manager answers `307` to the leader instead; a forward costs the
 //!   client no second request and keeps its token (the C++ client drops the `Authorization` header when a
 //!   redirect changes host or port). The leader answers once the chosen broker holds the bundle.
-//! * `404 {"reason": "Namespace not found"}` for a namespace that does not exist, `400` for a malformed topic,
+//! * `404 {"reason": "Namespace not found"}` for a namespace that does not exist, `400` for an unknown domain,
+//!   `412` for an invalid topic name (Pulsar's "Topic name is not valid"),
 //!   `503` while no leader is known or the leader does not answer; a forwarded request that reaches a broker
 //!   that no longer leads is `503` too (the client retries).
 
@@ -28,7 +30,7 @@ use tokio::time::Instant;
 use utoipa::{IntoParams, ToSchema};
 
 use super::errors::ApiError;
-use super::{own, AppState};
+use super::{errors, AppState};
 use crate::bundle::TopicName;
 use crate::core::leader::Request;
 use crate::model::records::LookupAnswer;
@@ -39,23 +41,25 @@ use crate::store::MetadataStoreExt;
 /// Header marking a request one broker forwarded to the leader (it is not forwarded again).
 const FORWARDED: &str = "x-loadmgr-forwarded";
 
-/// Where a topic is served (Pulsar's `LookupData`).
+/// Where a topic is served (Pulsar's `LookupData`). Every field is always present: older C++ clients refuse
+/// an answer without `brokerUrlTls`, later ones take `brokerUrlSsl` in its place; the TLS URLs are empty
+/// strings when the owner serves no TLS.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LookupData {
     /// `pulsar://host:port` of the owner.
     pub broker_url: String,
-    /// `pulsar+ssl://host:port` of the owner, when it serves TLS.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub broker_url_tls: Option<String>,
+    /// `pulsar+ssl://host:port` of the owner, or empty when it serves no TLS.
+    #[serde(default)]
+    pub broker_url_tls: String,
     /// `http://host:port` of the owner.
     pub http_url: String,
-    /// `https://host:port` of the owner, when it serves HTTPS.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub http_url_tls: Option<String>,
+    /// `https://host:port` of the owner, or empty when it serves no HTTPS.
+    #[serde(default)]
+    pub http_url_tls: String,
     /// Same as `brokerUrl`.
     pub native_url: String,
-    /// Always empty; kept, as Pulsar does, for the C++ client.
+    /// Always empty; kept, as Pulsar does, for older C++ clients.
     #[serde(default)]
     pub broker_url_ssl: String,
 }
@@ -65,9 +69,9 @@ impl LookupData {
         let native = data.native_url.clone().unwrap_or_default();
         LookupData {
             broker_url: native.clone(),
-            broker_url_tls: data.native_url_tls.clone(),
+            broker_url_tls: data.native_url_tls.clone().unwrap_or_default(),
             http_url: data.http_url.clone().unwrap_or_default(),
-            http_url_tls: data.http_url_tls.clone(),
+            http_url_tls: data.http_url_tls.clone().unwrap_or_default(),
             native_url: native,
             broker_url_ssl: String::new(),
         }
@@ -120,11 +124,11 @@ pub(crate) fn topic(
     ),
     responses(
         (status = 200, description = "the owner", body = LookupData),
-        (status = 400, description = "unknown domain, or a malformed query", body = own::ErrorBody),
-        (status = 412, description = "Topic name is not valid", body = own::ErrorBody),
-        (status = 401, description = "no valid token", body = own::ErrorBody),
-        (status = 404, description = "namespace not found", body = own::ErrorBody),
-        (status = 503, description = "no leader, or the leader does not answer", body = own::ErrorBody)
+        (status = 400, description = "unknown domain, or a malformed query", body = errors::ErrorBody),
+        (status = 412, description = "Topic name is not valid", body = errors::ErrorBody),
+        (status = 401, description = "no valid token", body = errors::ErrorBody),
+        (status = 404, description = "namespace not found", body = errors::ErrorBody),
+        (status = 503, description = "no leader, or the leader does not answer", body = errors::ErrorBody)
     ),
     tag = "lookup"
 )]
@@ -296,10 +300,10 @@ pub struct PartitionedTopicMetadata {
     ),
     responses(
         (status = 200, description = "the metadata", body = PartitionedTopicMetadata),
-        (status = 400, description = "unknown domain, or a malformed query", body = own::ErrorBody),
-        (status = 412, description = "Topic name is not valid", body = own::ErrorBody),
-        (status = 401, description = "no valid token", body = own::ErrorBody),
-        (status = 404, description = "namespace not found", body = own::ErrorBody)
+        (status = 400, description = "unknown domain, or a malformed query", body = errors::ErrorBody),
+        (status = 412, description = "Topic name is not valid", body = errors::ErrorBody),
+        (status = 401, description = "no valid token", body = errors::ErrorBody),
+        (status = 404, description = "namespace not found", body = errors::ErrorBody)
     ),
     tag = "lookup"
 )]

@@ -31,7 +31,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::errors::ApiError;
-use super::{own, AppState};
+use super::{errors, AppState};
 use crate::model::load_report::parse_report;
 use crate::paths;
 
@@ -47,7 +47,7 @@ fn gauge(value: f64) -> Gauge<f64, AtomicU64> {
 #[utoipa::path(get, path = "/metrics", responses(
     (status = 200, description = "OpenMetrics 1.0 when accepted, else the Prometheus text format 0.0.4",
         content((String = "text/plain"), (String = "application/openmetrics-text"))),
-    (status = 401, description = "no valid token (with authenticateMetricsEndpoint)", body = own::ErrorBody)), tag = "metrics")]
+    (status = 401, description = "no valid token (with authenticateMetricsEndpoint)", body = errors::ErrorBody)), tag = "metrics")]
 pub(crate) async fn metrics(
     State(state): State<AppState>,
     headers: HeaderMap,

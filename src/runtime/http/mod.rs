@@ -19,12 +19,14 @@
 //! |---|---|
 //! | `mod.rs` | the state, the router, listening and TLS accept loops |
 //! | `errors.rs` | `{"reason"}` errors and their statuses |
+//! | `extract.rs` | path and query extractors whose rejections are such errors |
 //! | `auth.rs` | tokens, roles, which endpoint needs what |
 //! | `tls.rs` | rustls server configuration; the client that reaches other brokers |
 //! | `lookup.rs` | `/lookup/v2/topic/...`, partitioned-topic metadata |
 //! | `brokers.rs` | `/admin/v2/brokers/...`, `/admin/v2/broker-stats/load-report` |
 //! | `namespaces.rs` | `/admin/v2/namespaces/...` |
-//! | `own.rs` | `/loadmgr/v1/...`: leader status, the live plan, assignment records, the OpenAPI document |
+//! | `own.rs` | `/loadmgr/v1/...`: leader status, the live plan, assignment records |
+//! | `openapi.rs` | the OpenAPI document of all of them |
 //! | `metrics.rs` | `/metrics` |
 
 pub mod auth;
@@ -34,7 +36,8 @@ mod extract;
 mod lookup;
 mod metrics;
 mod namespaces;
-pub mod own;
+pub mod openapi;
+mod own;
 mod tls;
 
 use std::net::SocketAddr;
@@ -184,7 +187,7 @@ pub(crate) fn router(state: AppState) -> Router {
         )
         .route("/loadmgr/v1/plan", get(own::plan))
         .route("/loadmgr/v1/assignments", get(own::assignments))
-        .route("/loadmgr/v1/openapi.json", get(own::openapi))
+        .route("/loadmgr/v1/openapi.json", get(openapi::openapi))
         .route("/metrics", get(metrics::metrics))
         .fallback(|| async { ApiError::not_found("no such path") })
         .method_not_allowed_fallback(|| async {

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::errors::ApiError;
-use super::{own, AppState};
+use super::{errors, AppState};
 use crate::bundle::{NamespaceBundles, NamespaceName};
 use crate::model::BundlesData;
 use crate::runtime::{admin, namespaces, RuntimeError};
@@ -77,10 +77,10 @@ fn initial_bundles(body: &[u8], default_count: i32) -> Result<NamespaceBundles, 
     params(("tenant" = String, Path, description = "tenant: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"), ("namespace" = String, Path, description = "namespace: ASCII letters, digits, _ - = : . (else 412, as Pulsar)")),
     request_body(content = Option<Object>, description = "Pulsar's Policies (optional); only `bundles` (`numBundles` or `boundaries`) is used", content_type = "application/json"),
     responses((status = 204, description = "created"),
-    (status = 400, description = "malformed body", body = own::ErrorBody),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
-    (status = 409, description = "exists", body = own::ErrorBody),
-    (status = 412, description = "Namespace name is not valid, or too few or too many bundles", body = own::ErrorBody)), tag = "namespaces")]
+    (status = 400, description = "malformed body", body = errors::ErrorBody),
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody),
+    (status = 409, description = "exists", body = errors::ErrorBody),
+    (status = 412, description = "Namespace name is not valid, or too few or too many bundles", body = errors::ErrorBody)), tag = "namespaces")]
 pub(crate) async fn create(
     State(state): State<AppState>,
     Path((tenant, ns)): Path<(String, String)>,
@@ -118,10 +118,10 @@ pub(crate) async fn create(
 #[utoipa::path(get, path = "/admin/v2/namespaces/{tenant}/{namespace}/bundles",
     params(("tenant" = String, Path, description = "tenant: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"), ("namespace" = String, Path, description = "namespace: ASCII letters, digits, _ - = : . (else 412, as Pulsar)")),
     responses((status = 200, description = "boundaries", body = Object),
-    (status = 400, description = "malformed path or query", body = own::ErrorBody),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
-    (status = 404, description = "no such namespace", body = own::ErrorBody),
-    (status = 412, description = "Namespace name is not valid", body = own::ErrorBody)), tag = "namespaces")]
+    (status = 400, description = "malformed path or query", body = errors::ErrorBody),
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody),
+    (status = 404, description = "no such namespace", body = errors::ErrorBody),
+    (status = 412, description = "Namespace name is not valid", body = errors::ErrorBody)), tag = "namespaces")]
 pub(crate) async fn bundles(
     State(state): State<AppState>,
     Path((tenant, ns)): Path<(String, String)>,
@@ -140,11 +140,11 @@ pub(crate) async fn bundles(
 #[utoipa::path(put, path = "/admin/v2/namespaces/{tenant}/{namespace}/unload",
     params(("tenant" = String, Path, description = "tenant: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"), ("namespace" = String, Path, description = "namespace: ASCII letters, digits, _ - = : . (else 412, as Pulsar)")),
     responses((status = 204, description = "unloaded"),
-    (status = 400, description = "malformed path or query", body = own::ErrorBody),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
-    (status = 404, description = "no such namespace", body = own::ErrorBody),
-    (status = 412, description = "Namespace name is not valid", body = own::ErrorBody),
-    (status = 503, description = "no leader, or too slow", body = own::ErrorBody)), tag = "namespaces")]
+    (status = 400, description = "malformed path or query", body = errors::ErrorBody),
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody),
+    (status = 404, description = "no such namespace", body = errors::ErrorBody),
+    (status = 412, description = "Namespace name is not valid", body = errors::ErrorBody),
+    (status = 503, description = "no leader, or too slow", body = errors::ErrorBody)), tag = "namespaces")]
 pub(crate) async fn unload_namespace(
     State(state): State<AppState>,
     Path((tenant, ns)): Path<(String, String)>,
@@ -183,11 +183,11 @@ pub struct UnloadQuery {
     params(("tenant" = String, Path, description = "tenant: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"), ("namespace" = String, Path, description = "namespace: ASCII letters, digits, _ - = : . (else 412, as Pulsar)"),
         ("bundle" = String, Path, description = "bundle range, e.g. 0x00000000_0x40000000 (a malformed or unknown one: 412, as Pulsar)"), UnloadQuery),
     responses((status = 204, description = "unloaded"),
-    (status = 400, description = "malformed path or query", body = own::ErrorBody),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
-    (status = 404, description = "no such namespace", body = own::ErrorBody),
-    (status = 412, description = "Namespace name or bundle range not valid, no such bundle, or the leader refused", body = own::ErrorBody),
-    (status = 503, description = "no leader, or too slow", body = own::ErrorBody)), tag = "namespaces")]
+    (status = 400, description = "malformed path or query", body = errors::ErrorBody),
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody),
+    (status = 404, description = "no such namespace", body = errors::ErrorBody),
+    (status = 412, description = "Namespace name or bundle range not valid, no such bundle, or the leader refused", body = errors::ErrorBody),
+    (status = 503, description = "no leader, or too slow", body = errors::ErrorBody)), tag = "namespaces")]
 pub(crate) async fn unload_bundle(
     State(state): State<AppState>,
     Path((tenant, ns, bundle)): Path<(String, String, String)>,
@@ -234,11 +234,11 @@ pub struct SplitQuery {
         ("bundle" = String, Path, description = "bundle range, e.g. 0x00000000_0x40000000 (a malformed or unknown one: 412, as Pulsar)"), SplitQuery),
     request_body(content = Option<Vec<u64>>, description = "split positions as integers (hash values, Java longs), for specified_positions_divide (optional)", content_type = "application/json"),
     responses((status = 204, description = "split"),
-    (status = 400, description = "malformed body", body = own::ErrorBody),
-    (status = 401, body = own::ErrorBody), (status = 403, body = own::ErrorBody),
-    (status = 404, description = "no such namespace", body = own::ErrorBody),
-    (status = 412, description = "Namespace name or bundle range not valid, no such bundle, or no split point", body = own::ErrorBody),
-    (status = 503, description = "no leader, or too slow", body = own::ErrorBody)), tag = "namespaces")]
+    (status = 400, description = "malformed body", body = errors::ErrorBody),
+    (status = 401, body = errors::ErrorBody), (status = 403, body = errors::ErrorBody),
+    (status = 404, description = "no such namespace", body = errors::ErrorBody),
+    (status = 412, description = "Namespace name or bundle range not valid, no such bundle, or no split point", body = errors::ErrorBody),
+    (status = 503, description = "no leader, or too slow", body = errors::ErrorBody)), tag = "namespaces")]
 pub(crate) async fn split_bundle(
     State(state): State<AppState>,
     Path((tenant, ns, bundle)): Path<(String, String, String)>,
