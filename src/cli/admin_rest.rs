@@ -6,7 +6,6 @@ use reqwest::Method;
 use super::admin::{AdminCommand, BrokersCommand, NamespacesCommand, TopicsCommand};
 use super::rest::Rest;
 use super::{CliError, CliResult};
-use crate::config::Settings;
 use crate::model::json::reindent;
 use crate::model::records::{AssignmentState, BundleAssignment, LeaderStatus};
 use crate::model::LocalBrokerData;
@@ -58,17 +57,17 @@ fn ns_path(namespace: &str) -> Result<&str, CliError> {
     }
 }
 
-/// Runs `loadmgr admin --url ...`.
+/// Runs `loadmgr admin --url ...`. The brokers' configuration applies (defaults such as the bundles of a new
+/// namespace); `--config` is not read.
 pub fn run(args: super::admin::AdminArgs) -> CliResult {
-    let settings = super::broker::load_settings(args.config.as_deref())?;
     let timeout =
         std::time::Duration::from_millis(args.timeout_ms) + std::time::Duration::from_secs(5);
     let rest = Rest::new(&args.rest, timeout)?;
-    super::block_on(async move { execute(&rest, &settings, args.command).await })
+    super::block_on(async move { execute(&rest, args.command).await })
 }
 
 /// Runs one admin command over REST.
-pub async fn execute(rest: &Rest, settings: &Settings, command: AdminCommand) -> CliResult {
+pub async fn execute(rest: &Rest, command: AdminCommand) -> CliResult {
     match command {
         AdminCommand::Brokers(BrokersCommand::List) => {
             let brokers: Vec<BrokerReport> = rest.get_json("/loadmgr/v1/brokers").await?;
@@ -132,14 +131,10 @@ pub async fn execute(rest: &Rest, settings: &Settings, command: AdminCommand) ->
             Ok(())
         }
         AdminCommand::Namespaces(NamespacesCommand::Create { namespace, bundles }) => {
-            let n = bundles.unwrap_or(settings.default_number_of_namespace_bundles.max(1) as u64);
+            // Without --bundles the brokers' defaultNumberOfNamespaceBundles applies, as with pulsar-admin.
             let path = format!("/admin/v2/namespaces/{}", ns_path(&namespace)?);
-            rest.send(
-                Method::PUT,
-                &path,
-                Some(serde_json::json!({"bundles": {"numBundles": n}})),
-            )
-            .await?;
+            let body = bundles.map(|n| serde_json::json!({"bundles": {"numBundles": n}}));
+            rest.send(Method::PUT, &path, body).await?;
             let data: crate::model::BundlesData = rest.get_json(&format!("{path}/bundles")).await?;
             let ranges: Vec<String> = data
                 .boundaries
