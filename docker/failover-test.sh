@@ -190,6 +190,13 @@ watch_until() {
 is_registered() { grep -qx "$1" <<<"$(registered)"; }
 not_registered() { ! is_registered "$1"; }
 three_registered() { [ "$(registered | wc -l)" -eq 3 ]; }
+# Docker's view of the brokers' healthchecks (`loadmgr health` in each container).
+three_healthy() {
+  local n
+  for n in 1 2 3; do
+    [ "$(docker inspect -f '{{.State.Health.Status}}' "$(cid "broker-$n")")" = healthy ] || return 1
+  done
+}
 has_leader() { [ -n "$(leader)" ]; }
 leader_is_not() {
   local l
@@ -281,6 +288,7 @@ echo "-- docker-compose up -d ($store_name first, the brokers once every $store_
 "${compose[@]}" up -d || fail "docker-compose up failed"
 wait_for "$t0" 60000 "3 brokers registered" three_registered
 wait_for "$t0" 60000 "a leader elected" has_leader
+wait_for "$t0" 60000 "3 brokers healthy (their Docker healthchecks, loadmgr health)" three_healthy
 note "start: 3 brokers registered and $(leader) leading $(secs $(($(now_ms) - t0))) after \`up\` (session timeout $(secs "$session_ms"))"
 
 admin namespaces create "$ns" --bundles "$bundles" >/dev/null || fail "namespaces create $ns failed"
