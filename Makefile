@@ -1,7 +1,7 @@
 # loadmgr — the two commands: `make test` (everything CI runs) and `make demo` (the main job).
 CARGO ?= cargo
 
-.PHONY: test demo deps fmt lint unit bench docker-test
+.PHONY: test demo deps fmt lint unit bench docker-test fuzz
 
 ## Installs the test dependencies if needed, checks formatting and lints, runs the benchmarks once as smoke
 ## tests, then the whole test suite.
@@ -23,6 +23,13 @@ demo:
 ## three-member etcd with docker-compose, kills, restarts, partitions and reconnects brokers (docker/).
 docker-test:
 	@./docker/failover-test.sh
+
+## Fuzzing (docs/fuzzing.md), not part of `make test`: installs cargo-fuzz if missing and runs every target of
+## fuzz/ for FUZZ_SECONDS (default 60) each, one after the other, from its committed corpus in fuzz/corpus/;
+## fails if any target crashes. Needs the nightly toolchain.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/fuzz.sh
 
 ## The fast tests only, for the edit-compile-test loop: the library's and the binary's unit tests and the tests/
 ## files that need no ZooKeeper, etcd, Docker or network (a few seconds once built; tests/README.md lists what
