@@ -623,6 +623,11 @@ impl Settings {
                 line: 0,
             })
             .map_err(|e| e.to_string())?;
+        // The strategy pairing follows the same rules as in a file: a new shedder brings its default placement
+        // unless the placement was set explicitly, and an explicit AvgShedder placement refuses another shedder.
+        // Without this, a dynamic ThresholdShedder kept the default AvgShedder placement, which places at random
+        // (it has no plan) and which a broker.conf naming the same shedder never produces.
+        candidate.resolve()?;
         *self = candidate;
         Ok(())
     }
@@ -765,7 +770,11 @@ impl Settings {
             (ShedderKind::AvgShedder, true) if placement != PlacementKind::AvgShedder => warnings.push(format!(
                 "AvgShedder shedding with {placement} placement: AvgShedder's planned destinations are not honoured"
             )),
-            (ShedderKind::AvgShedder, _) => {}
+            (ShedderKind::AvgShedder, true) => {}
+            // A dynamic change back to AvgShedder (`set_dynamic`) restores its pairing, as a file naming it would.
+            (ShedderKind::AvgShedder, false) => {
+                self.load_balancer_load_placement_strategy = PlacementKind::AvgShedder;
+            }
             (other, false) => {
                 self.load_balancer_load_placement_strategy = other.default_placement();
                 warnings.push(format!(
@@ -1117,6 +1126,47 @@ mod tests {
             .unwrap_err()
             .contains("fraction"));
         assert_eq!(s.max_unload_percentage, 0.5);
+    }
+
+    /// Found by fuzzing (fuzz/fuzz_targets/dynamic_config.rs): a dynamic shedder kept the placement paired with
+    /// the old one, a combination no broker.conf loads to.
+    #[test]
+    fn dynamic_shedder_follows_the_pairing_rules() {
+        let threshold = "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder";
+        let mut s = Settings::default();
+        s.set_dynamic("loadBalancerLoadSheddingStrategy", threshold)
+            .unwrap();
+        let from_file = load(&format!("loadBalancerLoadSheddingStrategy={threshold}\n"))
+            .unwrap()
+            .settings;
+        assert_eq!(
+            s.load_balancer_load_shedding_strategy,
+            ShedderKind::ThresholdShedder
+        );
+        assert_eq!(
+            s.load_balancer_load_placement_strategy,
+            from_file.load_balancer_load_placement_strategy
+        );
+        s.set_dynamic("loadBalancerLoadSheddingStrategy", "AvgShedder")
+            .unwrap();
+        assert_eq!(
+            s.load_balancer_load_placement_strategy,
+            PlacementKind::AvgShedder
+        );
+        let mut explicit = load("loadBalancerLoadPlacementStrategy=AvgShedder\n")
+            .unwrap()
+            .settings;
+        let e = explicit
+            .set_dynamic("loadBalancerLoadSheddingStrategy", threshold)
+            .unwrap_err();
+        assert!(
+            e.contains("needs loadBalancerLoadSheddingStrategy=AvgShedder"),
+            "{e}"
+        );
+        assert_eq!(
+            explicit.load_balancer_load_shedding_strategy,
+            ShedderKind::AvgShedder
+        );
     }
 
     #[test]
