@@ -102,3 +102,15 @@ put serving_log unit-log "$(printf '%s\n' \
     '{"event":"stop","bundle":"public/demo/0x00000000_0xffffffff","token":7,"atUs":1700000000100000,"batches":2,"why":"lease lapsed"}' \
     '' \
     '{"event":"start","bundle":"public/demo/0x00000000_0xffffffff","token":9,"atUs":1700000000200000}')"
+
+# What a broker reads from the host.
+put host_usage proc-stat "$(printf 'cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\nintr 1\n')"
+put host_usage cpu-max '200000 100000'
+put host_usage cpu-max-unlimited 'max 100000'
+put host_usage cpu-stat "$(printf 'usage_usec 1234\nuser_usec 1\n')"
+put host_usage meminfo "$(printf 'MemTotal:       16384000 kB\nMemFree:  100 kB\nMemAvailable:    4096000 kB\n')"
+
+# `route simulate`: a --targets file and durations.
+put route_spec unit-spec '{"source":{"host":"h1","worker":"w1","rack":"r1"},"targets":[{"id":1,"host":"h1","worker":"w1","capacity":500},{"id":2,"capacity":800,"queueCapacity":64}]}'
+put route_spec unit-traffic '{"source":{"host":"h1","worker":"w1"},"targets":[{"id":1,"host":"h2","worker":"w2","rack":"r2","capacity":3000}],"traffic":{"baseRate":3000.0,"burstRate":9000.0,"firstBurstSecs":0.1,"burstEverySecs":0.1,"burstSecs":0.05}}'
+for s in 60s 5m 1h 250ms 0; do put route_spec "duration-$s" "$s"; done
