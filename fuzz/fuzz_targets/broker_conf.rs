@@ -3,11 +3,11 @@
 //!
 //! Invariants: every property's key is trimmed and its line is within the text; the effective settings that
 //! load, written back as `key=value` lines (`Settings::entries`, what `config check` prints), load again to
-//! the same entries.
+//! the same entries (`config::format_property`, how `config check` prints them).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use loadmgr::config::{parse_properties, Settings};
+use loadmgr::config::{format_property, parse_properties, Settings};
 use loadmgr_fuzz::text;
 
 fuzz_target!(|data: &[u8]| {
@@ -22,7 +22,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let entries = loaded.settings.entries();
-    let written: String = entries.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+    let written: String = entries
+        .iter()
+        .map(|(k, v)| format_property(k, v) + "\n")
+        .collect();
     match Settings::from_text(&written, "written.conf") {
         Ok(again) => assert_eq!(
             again.settings.entries(),

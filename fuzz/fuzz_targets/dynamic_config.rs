@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use loadmgr::config::Settings;
+use loadmgr::config::{format_property, Settings};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(node) = serde_json::from_slice::<serde_json::Value>(data) else {
@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
             let written: String = s
                 .entries()
                 .iter()
-                .map(|(k, v)| format!("{k}={v}\n"))
+                .map(|(k, v)| format_property(k, v) + "\n")
                 .collect();
             if let Err(e) = Settings::from_text(&written, "dynamic.conf") {
                 panic!("dynamic configuration applied settings that do not load: {e}\n{written}");

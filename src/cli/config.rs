@@ -31,7 +31,7 @@ pub fn run(cmd: ConfigCommand) -> CliResult {
                 eprintln!("warning: {warning}");
             }
             for (key, value) in loaded.settings.entries() {
-                println!("{key}={value}");
+                println!("{}", crate::config::format_property(key, &value));
             }
             Ok(())
         }
