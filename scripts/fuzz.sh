@@ -21,8 +21,8 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 
 targets=${FUZZ_TARGETS:-$(cd fuzz && cargo +nightly fuzz list)}
-# -s none: the targets are safe Rust, so AddressSanitizer finds nothing the Rust checks do not, at half the
-# speed. Debug assertions and overflow checks stay on (cargo-fuzz's default).
+# -s none: the targets are safe Rust, so AddressSanitizer finds nothing the Rust checks do not, and it slows
+# every run. Debug assertions and overflow checks stay on (cargo-fuzz's default).
 (cd fuzz && cargo +nightly fuzz build -s none)
 failed=()
 for t in $targets; do
