@@ -1,7 +1,7 @@
 # loadmgr — the two commands: `make test` (everything CI runs) and `make demo` (the main job).
 CARGO ?= cargo
 
-.PHONY: test demo deps fmt lint unit bench docker-test chaos
+.PHONY: test demo deps fmt lint unit bench docker-test chaos fuzz
 
 ## Installs the test dependencies if needed, checks formatting and lints, runs the benchmarks once as smoke
 ## tests, then the whole test suite.
@@ -39,6 +39,13 @@ CHAOS_TRIALS ?= 110
 CHAOS_SEED ?= 1
 chaos: deps
 	LOADMGR_CHAOS_TRIALS=$(CHAOS_TRIALS) LOADMGR_CHAOS_SEED=$(CHAOS_SEED) $(CARGO) test --release --test chaos -- --nocapture
+
+## Fuzzing (docs/fuzzing.md), not part of `make test`: installs cargo-fuzz if missing and runs every target of
+## fuzz/ for FUZZ_SECONDS (default 60) each, one after the other, from its committed corpus in fuzz/corpus/;
+## fails if any target crashes. Needs the nightly toolchain.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/fuzz.sh
 
 ## The fast tests only, for the edit-compile-test loop: the library's and the binary's unit tests and the tests/
 ## files that need no ZooKeeper, etcd, Docker or network (a few seconds once built; tests/README.md lists what

@@ -35,7 +35,7 @@ pub fn run(cmd: ConfigCommand) -> CliResult {
                 if key.ends_with("Password") && !value.is_empty() {
                     println!("{key}=********");
                 } else {
-                    println!("{key}={value}");
+                    println!("{}", crate::config::format_property(key, &value));
                 }
             }
             Ok(())

@@ -217,7 +217,11 @@ pub struct Property {
     pub line: usize,
 }
 
-/// Splits properties text into entries (Java properties rules as Pulsar uses them).
+/// Splits properties text into entries (Java properties rules as Pulsar uses them: `java.util.Properties`, then
+/// the value trimmed). Escapes are Java's: `\\`, `\t`, `\n`, `\r`, `\f` and `\uXXXX` stand for those characters,
+/// a backslash before any other character stands for that character (so `\=`, `\:` and `\ ` do not end a
+/// key), and a backslash at the end of a line continues it. A `\u` without four hex digits is kept as `u`
+/// and its text (Java refuses the file).
 pub fn parse_properties(text: &str) -> Vec<Property> {
     let mut out = Vec::new();
     let mut lines = text.lines().enumerate().peekable();
@@ -237,19 +241,30 @@ pub fn parse_properties(text: &str) -> Vec<Property> {
                 None => break,
             }
         }
-        let split_at = logical
-            .find(['=', ':'])
-            .into_iter()
-            .chain(logical.find(char::is_whitespace))
-            .min();
+        // The key ends at the first `=`, `:` or white space that no backslash escapes.
+        let mut escaped = false;
+        let split_at = logical.char_indices().find_map(|(i, c)| {
+            if escaped {
+                escaped = false;
+                None
+            } else if c == '\\' {
+                escaped = true;
+                None
+            } else {
+                (c == '=' || c == ':' || c.is_whitespace()).then_some(i)
+            }
+        });
         let (key, value) = match split_at {
             Some(i) => {
                 let key = &logical[..i];
                 let rest = logical[i..].trim_start();
                 let rest = rest.strip_prefix(['=', ':']).unwrap_or(rest);
-                (key.trim().to_owned(), rest.trim().to_owned())
+                (
+                    unescape_property(key.trim()),
+                    unescape_property(rest).trim().to_owned(),
+                )
             }
-            None => (logical.trim().to_owned(), String::new()),
+            None => (unescape_property(logical.trim()), String::new()),
         };
         out.push(Property {
             key,
@@ -257,6 +272,74 @@ pub fn parse_properties(text: &str) -> Vec<Property> {
             line: index + 1,
         });
     }
+    out
+}
+
+/// Java's `loadConvert`: the text of a key or value with its escapes replaced (see [`parse_properties`]).
+fn unescape_property(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('f') => out.push('\u{c}'),
+            Some('u') => {
+                let hex: String = chars.clone().take(4).collect();
+                match u32::from_str_radix(&hex, 16)
+                    .ok()
+                    .filter(|_| hex.len() == 4)
+                {
+                    Some(code) => {
+                        // A lone surrogate half is no char: it becomes U+FFFD, as a Java string would when
+                        // written as UTF-8.
+                        out.push(char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER));
+                        chars.nth(3);
+                    }
+                    None => out.push('u'),
+                }
+            }
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    out
+}
+
+/// One `key=value` line of a properties text (no line end), escaped so that [`parse_properties`] reads back
+/// exactly `key` and `value`: backslashes, control characters, separators in the key and a leading space of
+/// the value are escaped. `config check` prints the effective settings with it.
+pub fn format_property(key: &str, value: &str) -> String {
+    fn escape(out: &mut String, text: &str, is_key: bool) {
+        for (i, c) in text.chars().enumerate() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '\t' => out.push_str("\\t"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\u{c}' => out.push_str("\\f"),
+                c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+                '=' | ':' | '#' | '!' if is_key => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                c if c.is_whitespace() && (is_key || i == 0) => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                c => out.push(c),
+            }
+        }
+    }
+    let mut out = String::with_capacity(key.len() + value.len() + 1);
+    escape(&mut out, key, true);
+    out.push('=');
+    escape(&mut out, value, false);
     out
 }
 
@@ -380,6 +463,11 @@ impl Settings {
                 line: 0,
             })
             .map_err(|e| e.to_string())?;
+        // The strategy pairing follows the same rules as in a file: a new shedder brings its default placement
+        // unless the placement was set explicitly, and an explicit AvgShedder placement refuses another shedder.
+        // Without this, a dynamic ThresholdShedder kept the default AvgShedder placement, which places at random
+        // (it has no plan) and which a broker.conf naming the same shedder never produces.
+        candidate.resolve()?;
         *self = candidate;
         Ok(())
     }
@@ -570,7 +658,11 @@ impl Settings {
             (ShedderKind::AvgShedder, true) if placement != PlacementKind::AvgShedder => warnings.push(format!(
                 "AvgShedder shedding with {placement} placement: AvgShedder's planned destinations are not honoured"
             )),
-            (ShedderKind::AvgShedder, _) => {}
+            (ShedderKind::AvgShedder, true) => {}
+            // A dynamic change back to AvgShedder (`set_dynamic`) restores its pairing, as a file naming it would.
+            (ShedderKind::AvgShedder, false) => {
+                self.load_balancer_load_placement_strategy = PlacementKind::AvgShedder;
+            }
             (other, false) => {
                 self.load_balancer_load_placement_strategy = other.default_placement();
                 warnings.push(format!(
@@ -666,6 +758,43 @@ mod tests {
                 ("f", "", 10)
             ]
         );
+    }
+
+    /// Found by fuzzing (fuzz/fuzz_targets/broker_conf.rs): a value ending in a backslash, printed by
+    /// `config check` as `key=value`, continued onto the next line when read back. Escapes are Java's now, on
+    /// both sides.
+    #[test]
+    fn properties_escapes_are_javas_and_round_trip() {
+        let props = parse_properties(
+            "a\\=b=c\\\\d\n k\\ ey : \\u0041\\t\\x\ne=\\uZZ\nf=tail\\\\\u{b}\ng=h\n",
+        );
+        let pairs: Vec<(&str, &str)> = props
+            .iter()
+            .map(|p| (p.key.as_str(), p.value.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("a=b", "c\\d"),
+                ("k ey", "A\tx"),
+                ("e", "uZZ"),
+                ("f", "tail\\"),
+                ("g", "h")
+            ]
+        );
+        for (key, value) in [
+            ("loadBalancerSheddingExcludedNamespaces", "tail\\"),
+            ("k=:# !", " lead\u{b}\n\r\t\u{c}\u{1}é\\u0041"),
+        ] {
+            let line = format_property(key, value);
+            let back = parse_properties(&format!("{line}\nnext=1\n"));
+            assert_eq!(back[0].key, key, "{line}");
+            assert_eq!(back[0].value, value.trim(), "{line}");
+            assert_eq!(
+                (back[1].key.as_str(), back[1].value.as_str()),
+                ("next", "1")
+            );
+        }
     }
 
     #[test]
@@ -922,6 +1051,47 @@ mod tests {
             .unwrap_err()
             .contains("fraction"));
         assert_eq!(s.max_unload_percentage, 0.5);
+    }
+
+    /// Found by fuzzing (fuzz/fuzz_targets/dynamic_config.rs): a dynamic shedder kept the placement paired with
+    /// the old one, a combination no broker.conf loads to.
+    #[test]
+    fn dynamic_shedder_follows_the_pairing_rules() {
+        let threshold = "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder";
+        let mut s = Settings::default();
+        s.set_dynamic("loadBalancerLoadSheddingStrategy", threshold)
+            .unwrap();
+        let from_file = load(&format!("loadBalancerLoadSheddingStrategy={threshold}\n"))
+            .unwrap()
+            .settings;
+        assert_eq!(
+            s.load_balancer_load_shedding_strategy,
+            ShedderKind::ThresholdShedder
+        );
+        assert_eq!(
+            s.load_balancer_load_placement_strategy,
+            from_file.load_balancer_load_placement_strategy
+        );
+        s.set_dynamic("loadBalancerLoadSheddingStrategy", "AvgShedder")
+            .unwrap();
+        assert_eq!(
+            s.load_balancer_load_placement_strategy,
+            PlacementKind::AvgShedder
+        );
+        let mut explicit = load("loadBalancerLoadPlacementStrategy=AvgShedder\n")
+            .unwrap()
+            .settings;
+        let e = explicit
+            .set_dynamic("loadBalancerLoadSheddingStrategy", threshold)
+            .unwrap_err();
+        assert!(
+            e.contains("needs loadBalancerLoadSheddingStrategy=AvgShedder"),
+            "{e}"
+        );
+        assert_eq!(
+            explicit.load_balancer_load_shedding_strategy,
+            ShedderKind::AvgShedder
+        );
     }
 
     #[test]

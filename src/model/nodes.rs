@@ -77,8 +77,22 @@ pub struct NamespaceEphemeralData {
 pub struct BundlesData {
     /// Sorted boundaries, `0x%08x` each.
     pub boundaries: Vec<String>,
-    /// Number of bundles (`boundaries.len() - 1`).
+    /// Number of bundles (`boundaries.len() - 1`); 0 when the node had none, which readers take as unknown.
+    /// A 0 is not written: `numBundles` is optional in the schema but must be at least 1 when present, so
+    /// writing 0 back turned a valid node into an invalid one. loadmgr's own `BundlesData` always has a count.
+    #[serde(skip_serializing_if = "is_zero")]
     pub num_bundles: i32,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+impl BundlesData {
+    /// Whether this is the empty value read when a node has no `bundles` (no boundaries, no count).
+    pub fn is_unset(&self) -> bool {
+        self.boundaries.is_empty() && self.num_bundles == 0
+    }
 }
 
 /// The local (per-cluster) policies of a namespace at `/admin/local-policies/<tenant>/<ns>` (`LocalPolicies`).
@@ -87,7 +101,12 @@ pub struct BundlesData {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct LocalPolicies {
-    /// The namespace's current bundles.
+    /// The namespace's current bundles. A node without them (the runtime then takes the namespace's global
+    /// bundles) reads as the empty `BundlesData` and is written without them: written as
+    /// `{"boundaries":[],"numBundles":0}`, it would break the schema (`json check` normalised such a node to
+    /// JSON it then rejected). Java's constructor never leaves them empty, and loadmgr writes local policies
+    /// only with bundles.
+    #[serde(skip_serializing_if = "BundlesData::is_unset")]
     pub bundles: BundlesData,
     /// BookKeeper affinity group (opaque to loadmgr).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -157,6 +176,42 @@ mod tests {
         assert_eq!(p.bundles.num_bundles, 1);
         assert_eq!(p.other["futureKey"]["x"], 1);
         assert_eq!(to_json_string(&p), text);
+    }
+
+    /// Found by fuzzing (fuzz/fuzz_targets/node_check.rs): a node without bundles normalised to JSON that broke
+    /// its own schema.
+    #[test]
+    fn local_policies_without_bundles_are_written_without_them() {
+        let p: LocalPolicies =
+            serde_json::from_str(r#"{"namespaceAntiAffinityGroup":"g"}"#).unwrap();
+        assert!(p.bundles.is_unset());
+        let text = to_json_string(&p);
+        assert_eq!(text, r#"{"namespaceAntiAffinityGroup":"g"}"#);
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        crate::model::NodeType::LocalPolicies
+            .validate(&value)
+            .unwrap();
+        assert_eq!(serde_json::from_str::<LocalPolicies>(&text).unwrap(), p);
+    }
+
+    /// Found by fuzzing (fuzz/fuzz_targets/node_check.rs): a count left out was written back as an invalid 0.
+    #[test]
+    fn bundles_without_a_count_are_written_without_one() {
+        let text = r#"{"boundaries":["0x00000000","0x7fffffff","0xffffffff"]}"#;
+        let b: BundlesData = serde_json::from_str(text).unwrap();
+        assert_eq!(b.num_bundles, 0);
+        assert_eq!(to_json_string(&b), text);
+        crate::model::NodeType::BundlesData
+            .validate(&serde_json::from_str(text).unwrap())
+            .unwrap();
+        let counted = BundlesData {
+            num_bundles: 2,
+            ..b
+        };
+        assert_eq!(
+            to_json_string(&counted),
+            r#"{"boundaries":["0x00000000","0x7fffffff","0xffffffff"],"numBundles":2}"#
+        );
     }
 
     #[test]

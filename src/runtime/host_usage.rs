@@ -27,7 +27,8 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// A cgroup v1 "no limit" is a huge number (page-rounded `i64::MAX`).
 const NO_LIMIT_BYTES: u64 = 1 << 60;
 
-/// `/proc/stat`'s aggregate `cpu` line: (busy, total) jiffies. Idle counts `idle` + `iowait`.
+/// `/proc/stat`'s aggregate `cpu` line: (busy, total) jiffies. Idle counts `idle` + `iowait`. `None` without
+/// such a line, or when its counters add up beyond `u64` (no kernel writes that).
 pub fn parse_proc_stat(text: &str) -> Option<(u64, u64)> {
     let line = text.lines().find(|l| l.starts_with("cpu "))?;
     let fields: Vec<u64> = line
@@ -39,12 +40,17 @@ pub fn parse_proc_stat(text: &str) -> Option<(u64, u64)> {
         return None;
     }
     // user nice system idle iowait irq softirq steal [guest guest_nice — already in user/nice]
-    let total: u64 = fields.iter().take(8).sum();
+    let total = fields
+        .iter()
+        .take(8)
+        .try_fold(0u64, |sum, f| sum.checked_add(*f))?;
+    // idle and iowait are two of the summed fields, so they cannot overflow once the total did not.
     let idle = fields[3] + fields.get(4).copied().unwrap_or(0);
-    Some((total.saturating_sub(idle), total))
+    Some((total - idle, total))
 }
 
-/// cgroup v2 `cpu.max` (`max 100000` or `QUOTA PERIOD`): the limit in cores, `None` when unlimited.
+/// cgroup v2 `cpu.max` (`max 100000` or `QUOTA PERIOD`): the limit in cores, `None` when unlimited or when
+/// the text gives no positive finite number of cores.
 pub fn parse_cpu_max(text: &str) -> Option<f64> {
     let mut parts = text.split_whitespace();
     let quota = parts.next()?;
@@ -56,7 +62,10 @@ pub fn parse_cpu_max(text: &str) -> Option<f64> {
         return None;
     }
     let quota: f64 = quota.parse().ok()?;
-    (quota > 0.0).then_some(quota / period)
+    // f64 parsing takes `inf`, `NaN` and `1e999`: such a quota or period must not become a limit of infinitely
+    // many (or NaN) cores, which would make every CPU percentage 0.
+    let cores = quota / period;
+    (cores.is_finite() && cores > 0.0).then_some(cores)
 }
 
 /// cgroup v2 `cpu.stat`: `usage_usec`.
@@ -351,9 +360,20 @@ mod tests {
         let stat = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\n";
         assert_eq!(parse_proc_stat(stat), Some((150, 1000)));
         assert_eq!(parse_proc_stat("intr 1"), None);
+        // Found by fuzzing (fuzz/fuzz_targets/host_usage.rs): counters whose sum overflows u64 panicked.
+        assert_eq!(parse_proc_stat("cpu 18446744073709551615 1 0 0\n"), None);
+        assert_eq!(
+            parse_proc_stat("cpu 18446744073709551614 1 0 0\n"),
+            Some((u64::MAX, u64::MAX))
+        );
         assert_eq!(parse_cpu_max("max 100000\n"), None);
         assert_eq!(parse_cpu_max("200000 100000\n"), Some(2.0));
         assert_eq!(parse_cpu_max("50000 100000"), Some(0.5));
+        // Found by fuzzing (fuzz/fuzz_targets/host_usage.rs): numbers f64 reads as infinite or NaN.
+        assert_eq!(parse_cpu_max("55555555555e9999"), None);
+        assert_eq!(parse_cpu_max("inf 100000"), None);
+        assert_eq!(parse_cpu_max("100000 NaN"), None);
+        assert_eq!(parse_cpu_max("100000 inf"), None);
         assert_eq!(
             parse_cpu_stat_usage_usec("usage_usec 1234\nuser_usec 1\n"),
             Some(1234)

@@ -527,7 +527,8 @@ impl Scenario {
                     .join(","),
                 other => other.to_string(),
             };
-            out.push_str(&format!("{k}={text}\n"));
+            out.push_str(&crate::config::format_property(k, &text));
+            out.push('\n');
         }
         out
     }
