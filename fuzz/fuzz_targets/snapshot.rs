@@ -7,12 +7,11 @@
 //! A snapshot with more than 16 brokers or 64 bundles in all is only parsed: the fuzzer is here to explore
 //! validation and odd values, not to time the core on big clusters (benches/ do that).
 //!
-//! Known and left as is (docs/fuzzing.md): `World::from_snapshot` finds topic names for a bundle without
-//! `bundleTopics` by trying `sim-topic-0`, `sim-topic-1`, … until `min(topics, 5000)` of them hash into the
-//! bundle, at most 20,000,000 tries a bundle. For a narrow bundle that is seconds of CRC32 (a bundle 1/2^20 of
-//! the hash space wants 2^20 tries a topic), bounded per bundle but not per snapshot. The target builds the
-//! world only when the expected number of tries is at most 2,000,000, so that libFuzzer's 10 s timeout
-//! measures parsing, not this search.
+//! `World::from_snapshot` finds topic names for a bundle without `bundleTopics` by trying `sim-topic-0`,
+//! `sim-topic-1`, … until `min(topics, 5000)` of them hash into the bundle; for a narrow bundle that is seconds
+//! of CRC32 (a bundle 1/2^20 of the hash space wants 2^20 tries a topic), bounded at 50,000,000 tries a
+//! snapshot (docs/fuzzing.md). The target builds the world only when the expected number of tries is at most
+//! 2,000,000, so that libFuzzer's 10 s timeout measures parsing, not this search.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -16,6 +16,14 @@ use crate::runtime::synthetic::{Capacity, CostModel, Rates};
 use crate::sim::scenario::check_duration_minutes;
 use crate::sim::SimError;
 
+/// Topic names tried, over a whole snapshot, to name the topics of bundles whose topics it does not list
+/// (each name hashes into a bundle with the probability of the bundle's width): about 10 s of CRC32.
+const NAME_TRIES: u64 = 50_000_000;
+
+/// Names tried for a bundle once it has one (counting from its first try): the 5,000 names a bundle may want
+/// in a bundle of 1/400 of the hash space, about 500 in one of 1/4,000.
+const EXTRA_NAME_TRIES: u64 = 2_000_000;
+
 impl World {
     /// Builds a world from a live cluster's snapshot: brokers with the capacities their reports give (CPU limit
     /// / 100 cores, NIC limit in Gbit/s; 8 cores and 10 Gbit/s when a limit is unknown), the model's CPU costs
@@ -26,11 +34,24 @@ impl World {
     /// `bundleTopics` when listed, else generated names hashing into the bundle), the snapshot's bundle data as
     /// the stored data, no events. Namespace boundaries come from the snapshot, else from the bundles seen
     /// (gaps become bundles without topics).
+    /// Naming topics is bounded: at most `NAME_TRIES` names are tried over the whole snapshot, so a snapshot of
+    /// many very narrow bundles without `bundleTopics` is refused in seconds, not hours.
     pub fn from_snapshot(
         snap: &Snapshot,
         name: &str,
         duration_minutes: f64,
         model: CostModel,
+    ) -> Result<Self, SimError> {
+        Self::from_snapshot_within(snap, name, duration_minutes, model, NAME_TRIES)
+    }
+
+    /// [`World::from_snapshot`] with `name_tries` names to try in all.
+    pub(super) fn from_snapshot_within(
+        snap: &Snapshot,
+        name: &str,
+        duration_minutes: f64,
+        model: CostModel,
+        name_tries: u64,
     ) -> Result<Self, SimError> {
         let err = |m: String| invalid(name, m);
         check_duration_minutes("the simulated length", duration_minutes).map_err(err)?;
@@ -124,6 +145,8 @@ impl World {
         let mut namespaces = Vec::new();
         let mut topics: Vec<TopicSpec> = Vec::new();
         let mut bundles = Vec::new();
+        // Names tried for bundles without listed topics, over the whole snapshot (see `NAME_TRIES`).
+        let mut tries_left = name_tries;
         for (ns_name, list) in &seen {
             let nb = match policies
                 .namespaces
@@ -171,16 +194,24 @@ impl World {
                     let want = stats.topics.clamp(1, 5000) as usize;
                     let mut out = Vec::new();
                     let mut k = 0u64;
-                    while out.len() < want && k < 20_000_000 {
+                    // Once the bundle has a name, more are worth only a bounded search: a narrow bundle
+                    // gets fewer simulated topics rather than seconds of hashing.
+                    while out.len() < want
+                        && tries_left > 0
+                        && (out.is_empty() || k < EXTRA_NAME_TRIES)
+                    {
                         let n = format!("persistent://{ns_name}/sim-topic-{k}");
                         if range.contains(crc32_topic_hash(&n)) {
                             out.push((n, None));
                         }
                         k += 1;
+                        tries_left -= 1;
                     }
                     if out.is_empty() {
                         return Err(err(format!(
-                            "cannot generate a topic name that hashes into {bundle}"
+                            "cannot generate a topic name that hashes into {bundle} within {name_tries} \
+                             tries for the whole snapshot (its bundles are too narrow or too many): list its \
+                             topics in bundleTopics"
                         )));
                     }
                     out

@@ -137,3 +137,19 @@ fn a_spike_repeated_too_often_and_a_too_long_snapshot_run_are_errors() {
     );
     assert!(World::from_snapshot(&snap, "s", 60.0, CostModel::default()).is_ok());
 }
+
+#[test]
+fn naming_the_topics_of_a_snapshot_is_bounded() {
+    // examples/snapshot.json lists no topics, so every bundle's names are generated: with no tries left the
+    // first bundle cannot be named, and the error says what to do.
+    let snap = Snapshot::from_json(include_str!("../../../examples/snapshot.json")).unwrap();
+    let e = World::from_snapshot_within(&snap, "s", 60.0, CostModel::default(), 0)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("within 0 tries for the whole snapshot") && e.contains("bundleTopics"),
+        "{e}"
+    );
+    assert!(World::from_snapshot_within(&snap, "s", 60.0, CostModel::default(), 1_000_000).is_ok());
+}
