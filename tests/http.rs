@@ -563,9 +563,21 @@ fn token(secret: &[u8], sub: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tokens_and_tls() {
-    use base64::Engine;
+async fn tokens_and_tls_on_zookeeper() {
     let server = ZkServer::start();
+    tokens_and_tls(&server.url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_and_tls_on_etcd() {
+    let server = EtcdServer::start();
+    tokens_and_tls(&server.url()).await;
+}
+
+/// Tokens (none, forged, a client role, the admin role) and HTTPS with a test CA, through curl, `admin --url`
+/// and `health`.
+async fn tokens_and_tls(url: &str) {
+    use base64::Engine;
     let certs = TempDir::new("http-certs");
     let (ca, cert, key) = certificates(certs.path());
     let secret = b"a-test-secret-of-32-bytes-length";
@@ -581,7 +593,7 @@ async fn tokens_and_tls() {
     );
     let admin = token(secret, "admin");
     // `loadmgr admin --store` needs no token: the namespace is created through the store.
-    let c = Cluster::start(&server.url(), &extra, true, Some(admin.clone())).await;
+    let c = Cluster::start(url, &extra, true, Some(admin.clone())).await;
     let app = token(secret, "app");
     let forged = token(b"another-secret-another-secret-xx", "admin");
     let leader = c.leader_with(&admin);

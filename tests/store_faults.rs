@@ -733,14 +733,17 @@ const RIDE_OUT_SESSION: Duration = Duration::from_secs(6);
 /// Kills the server, keeps it down so that kill → serving again lasts about `fraction` of the session
 /// timeout (`startup`: how long a restart takes to serve), restarts it, and checks that the session rode it
 /// out: `ConnectionLost`, `Reconnected`, nothing else, the same session and its ephemeral still there.
-/// Returns (outage, reconnected after the server served again).
+/// Returns (outage, reconnected after the server served again), or `None` when the server took so long to
+/// start that the outage reached 80 % of the session, where losing the session is right and nothing can be
+/// judged (the store has settled again when it returns, and the caller tries once more, aiming with the
+/// slowest start-up seen).
 async fn ride_out_restart(
     store: &DynStore,
     fraction: f64,
     startup: &mut Duration,
     kill: &mut dyn FnMut(),
     restart: &mut dyn FnMut(),
-) -> (Duration, Duration) {
+) -> Option<(Duration, Duration)> {
     let mut events = store.session_events();
     let before = store
         .get("/ride/eph")
@@ -767,10 +770,16 @@ async fn ride_out_restart(
         100.0 * outage.as_secs_f64() / RIDE_OUT_SESSION.as_secs_f64(),
         reconnect.as_millis()
     );
-    assert!(
-        outage < RIDE_OUT_SESSION.mul_f64(0.8),
-        "the restart took too long for the check ({outage:?})"
-    );
+    if outage >= RIDE_OUT_SESSION.mul_f64(0.8) {
+        eprintln!("  the restart took too long to judge: once more");
+        // Settled: the session rode it out or was re-established, and the ephemeral is there again.
+        let deadline = Instant::now() + WAIT;
+        while !matches!(store.get("/ride/eph").await, Ok(Some(n)) if n.stat.created_by_self) {
+            assert!(Instant::now() < deadline, "the ephemeral never came back");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        return None;
+    }
     assert_eq!(
         seen,
         vec![SessionEvent::ConnectionLost, SessionEvent::Reconnected],
@@ -787,7 +796,30 @@ async fn ride_out_restart(
         .expect("ephemeral kept");
     assert_eq!(after.stat.creation_revision, before.creation_revision);
     assert!(after.stat.created_by_self);
-    (outage, reconnect)
+    Some((outage, reconnect))
+}
+
+/// Up to three tries of [`ride_out_restart`], until one can be judged.
+async fn ride_out_restart_judged(
+    store: &DynStore,
+    fraction: f64,
+    startup: &mut Duration,
+    kill: &mut dyn FnMut(),
+    restart: &mut dyn FnMut(),
+    before_each: &mut dyn FnMut(),
+    after_each: &mut dyn FnMut(),
+) {
+    for _ in 0..3 {
+        before_each();
+        if ride_out_restart(store, fraction, startup, kill, restart)
+            .await
+            .is_some()
+        {
+            after_each();
+            return;
+        }
+    }
+    panic!("three restarts aimed at {fraction} of the session all took too long to judge");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -810,16 +842,18 @@ async fn zk_restarts_shorter_than_the_session_cost_no_session() {
     let mut startup = t.elapsed();
     wait_until_connected(&store).await;
     let server = std::sync::Mutex::new(server);
+    let session = std::sync::Mutex::new(session);
     for fraction in OUTAGES {
-        ride_out_restart(
+        ride_out_restart_judged(
             &store,
             fraction,
             &mut startup,
             &mut || server.lock().unwrap().kill(),
             &mut || server.lock().unwrap().restart(),
+            &mut || *session.lock().unwrap() = zk.session_id(),
+            &mut || assert_eq!(zk.session_id(), *session.lock().unwrap(), "same session"),
         )
         .await;
-        assert_eq!(zk.session_id(), session, "same session");
     }
 }
 
@@ -837,12 +871,14 @@ async fn etcd_restarts_shorter_than_the_session_cost_no_session() {
     wait_until_connected(&store).await;
     let server = std::sync::Mutex::new(server);
     for fraction in OUTAGES {
-        ride_out_restart(
+        ride_out_restart_judged(
             &store,
             fraction,
             &mut startup,
             &mut || server.lock().unwrap().kill(),
             &mut || server.lock().unwrap().restart(),
+            &mut || {},
+            &mut || {},
         )
         .await;
     }
