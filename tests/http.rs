@@ -4,13 +4,12 @@
 
 mod http_support;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use http_support::{get, loadmgr, request, Cluster, NS};
 use jsonwebtoken::{encode, EncodingKey, Header};
 use loadmgr::store::CreateOptions;
-use loadmgr::testing::servers::{EtcdServer, TempDir, ZkServer};
+use loadmgr::testing::servers::{EtcdServer, TempDir, TestCertificates, ZkServer};
 use serde_json::Value;
 
 /// Every endpoint, answered as Pulsar would, from every broker.
@@ -492,67 +491,6 @@ async fn rest_api_on_etcd() {
 }
 
 /// A throw-away CA and a certificate for 127.0.0.1, with openssl.
-fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=loadmgr-web-ca",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "web.key",
-        "-out",
-        "web.csr",
-        "-subj",
-        "/CN=127.0.0.1",
-    ]);
-    std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\n").unwrap();
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "web.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "web.crt",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-    ]);
-    (dir.join("ca.crt"), dir.join("web.crt"), dir.join("web.key"))
-}
-
 fn token(secret: &[u8], sub: &str) -> String {
     encode(
         &Header::default(),
@@ -579,7 +517,7 @@ async fn tokens_and_tls_on_etcd() {
 async fn tokens_and_tls(url: &str) {
     use base64::Engine;
     let certs = TempDir::new("http-certs");
-    let (ca, cert, key) = certificates(certs.path());
+    let TestCertificates { ca, cert, key } = TestCertificates::make(certs.path());
     let secret = b"a-test-secret-of-32-bytes-length";
     let extra = format!(
         "authenticationEnabled=true\nauthorizationEnabled=true\n\

@@ -256,25 +256,8 @@ async fn execute(
                 }
             );
             for row in rows {
-                let range = row
-                    .bundle
-                    .rsplit('/')
-                    .next()
-                    .unwrap_or(&row.bundle)
-                    .to_owned();
-                let owner = match &row.owner {
-                    Some((o, false)) => o.clone(),
-                    Some((o, true)) => format!("{o} (unloading)"),
-                    None => "-".into(),
-                };
-                let record = match &row.record {
-                    Some(r) if r.state == crate::runtime::AssignmentState::Assigning => {
-                        format!("moving to {} ({})", r.destination, r.cause.name())
-                    }
-                    Some(r) => format!("assigned ({})", r.cause.name()),
-                    None => "unassigned".into(),
-                };
-                println!("  {range}  owner {owner:<24} {record}");
+                let owner = row.owner.as_ref().map(|(o, d)| (o.as_str(), *d));
+                println!("{}", bundle_line(&row.bundle, owner, row.record.as_ref()));
             }
             Ok(())
         }
@@ -354,4 +337,26 @@ async fn execute(
             Ok(())
         }
     }
+}
+
+/// One line of `namespaces bundles`: the range, its owner (and whether it is unloading), and the leader's record.
+pub(super) fn bundle_line(
+    bundle: &str,
+    owner: Option<(&str, bool)>,
+    record: Option<&crate::runtime::BundleAssignment>,
+) -> String {
+    let range = bundle.rsplit('/').next().unwrap_or(bundle);
+    let owner = match owner {
+        Some((o, false)) => o.to_owned(),
+        Some((o, true)) => format!("{o} (unloading)"),
+        None => "-".into(),
+    };
+    let record = match record {
+        Some(r) if r.state == crate::runtime::AssignmentState::Assigning => {
+            format!("moving to {} ({})", r.destination, r.cause.name())
+        }
+        Some(r) => format!("assigned ({})", r.cause.name()),
+        None => "unassigned".into(),
+    };
+    format!("  {range}  owner {owner:<24} {record}")
 }

@@ -7,7 +7,7 @@ use super::admin::{AdminCommand, BrokersCommand, NamespacesCommand, TopicsComman
 use super::rest::Rest;
 use super::{CliError, CliResult};
 use crate::model::json::reindent;
-use crate::model::records::{AssignmentState, BundleAssignment, LeaderStatus};
+use crate::model::records::{BundleAssignment, LeaderStatus};
 use crate::model::LocalBrokerData;
 
 fn pct(v: f64) -> String {
@@ -154,25 +154,11 @@ pub async fn execute(rest: &Rest, command: AdminCommand) -> CliResult {
                 .await?;
             println!("{namespace}: {} bundles", rows.len());
             for row in rows {
-                let range = row
-                    .bundle
-                    .rsplit('/')
-                    .next()
-                    .unwrap_or(&row.bundle)
-                    .to_owned();
-                let owner = match (&row.owner, row.unloading) {
-                    (Some(o), false) => o.clone(),
-                    (Some(o), true) => format!("{o} (unloading)"),
-                    (None, _) => "-".into(),
-                };
-                let record = match &row.record {
-                    Some(r) if r.state == AssignmentState::Assigning => {
-                        format!("moving to {} ({})", r.destination, r.cause.name())
-                    }
-                    Some(r) => format!("assigned ({})", r.cause.name()),
-                    None => "unassigned".into(),
-                };
-                println!("  {range}  owner {owner:<24} {record}");
+                let owner = row.owner.as_deref().map(|o| (o, row.unloading));
+                println!(
+                    "{}",
+                    super::admin::bundle_line(&row.bundle, owner, row.record.as_ref())
+                );
             }
             Ok(())
         }

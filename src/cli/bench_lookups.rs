@@ -198,6 +198,34 @@ async fn bench(b: LookupBench) -> Result<(), String> {
     Ok(())
 }
 
+/// `count` lookups one at a time (`lookup(i)` for the i-th), timed one by one, with the store writes of the
+/// whole phase.
+async fn measure_phase<F, Fut>(
+    client: &DynStore,
+    probe: &str,
+    name: &'static str,
+    count: usize,
+    mut lookup: F,
+) -> Result<Phase, String>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let start = revision(client, probe).await?;
+    let mut latencies = Vec::with_capacity(count);
+    for i in 0..count {
+        let began = Instant::now();
+        lookup(i).await?;
+        latencies.push(began.elapsed());
+    }
+    let end = revision(client, probe).await?;
+    Ok(Phase {
+        name,
+        latencies,
+        writes: end - start - 1,
+    })
+}
+
 async fn measure(
     b: &LookupBench,
     client: &DynStore,
@@ -253,64 +281,39 @@ async fn measure(
         }
     };
 
-    let mut phases = Vec::new();
-    // Unowned bundles through HTTP, asked of a follower (the leader places them; the follower forwards).
-    let start = revision(client, probe).await?;
-    let mut latencies = Vec::new();
-    for t in &topics[0] {
-        let began = Instant::now();
-        http_lookup(&brokers[follower].url, t).await?;
-        latencies.push(began.elapsed());
-    }
-    let end = revision(client, probe).await?;
-    phases.push(Phase {
-        name: "HTTP, unowned (follower forwards)",
-        latencies,
-        writes: end - start - 1,
-    });
-    // Owned bundles through HTTP, asked of each broker in turn.
-    let start = revision(client, probe).await?;
-    let mut latencies = Vec::new();
-    for i in 0..b.owned {
-        let t = &topics[0][i % topics[0].len()];
-        let began = Instant::now();
-        http_lookup(&brokers[i % brokers.len()].url, t).await?;
-        latencies.push(began.elapsed());
-    }
-    let end = revision(client, probe).await?;
-    phases.push(Phase {
-        name: "HTTP, owned (any broker)",
-        latencies,
-        writes: end - start - 1,
-    });
-    // The same through request nodes.
-    let start = revision(client, probe).await?;
-    let mut latencies = Vec::new();
-    for t in &topics[1] {
-        let began = Instant::now();
-        requests_lookup(t.clone()).await?;
-        latencies.push(began.elapsed());
-    }
-    let end = revision(client, probe).await?;
-    phases.push(Phase {
-        name: "requests, unowned",
-        latencies,
-        writes: end - start - 1,
-    });
-    let start = revision(client, probe).await?;
-    let mut latencies = Vec::new();
-    for i in 0..b.owned {
-        let t = &topics[1][i % topics[1].len()];
-        let began = Instant::now();
-        requests_lookup(t.clone()).await?;
-        latencies.push(began.elapsed());
-    }
-    let end = revision(client, probe).await?;
-    phases.push(Phase {
-        name: "requests, owned",
-        latencies,
-        writes: end - start - 1,
-    });
+    let (unowned_http, unowned_requests) = (&topics[0], &topics[1]);
+    let phases = vec![
+        // Unowned bundles through HTTP, asked of a follower (the leader places them; the follower forwards).
+        measure_phase(
+            client,
+            probe,
+            "HTTP, unowned (follower forwards)",
+            unowned_http.len(),
+            |i| http_lookup(&brokers[follower].url, &unowned_http[i]),
+        )
+        .await?,
+        // Owned bundles through HTTP, asked of each broker in turn.
+        measure_phase(client, probe, "HTTP, owned (any broker)", b.owned, |i| {
+            http_lookup(
+                &brokers[i % brokers.len()].url,
+                &unowned_http[i % unowned_http.len()],
+            )
+        })
+        .await?,
+        // The same through request nodes.
+        measure_phase(
+            client,
+            probe,
+            "requests, unowned",
+            unowned_requests.len(),
+            |i| requests_lookup(unowned_requests[i].clone()),
+        )
+        .await?,
+        measure_phase(client, probe, "requests, owned", b.owned, |i| {
+            requests_lookup(unowned_requests[i % unowned_requests.len()].clone())
+        })
+        .await?,
+    ];
     // Idle: what the cluster writes by itself, for reference.
     let start = revision(client, probe).await?;
     tokio::time::sleep(IDLE).await;

@@ -317,6 +317,23 @@ pub async fn set_dynamic_config(
     check
         .set_dynamic(key, value)
         .map_err(RuntimeError::Invalid)?;
+    let edited = edit_dynamic_config(store, key, "set", |map| {
+        map.insert(key.to_owned(), value.into());
+        true
+    })
+    .await?;
+    Ok(edited.unwrap_or_default())
+}
+
+/// Reads the dynamic configuration (an empty map when there is none), lets `edit` change it, and writes it back
+/// compare-and-set, retrying on a concurrent change up to ten times. `edit` returns whether it changed
+/// anything; `Ok(None)` when it did not (nothing is written).
+async fn edit_dynamic_config(
+    store: &DynStore,
+    key: &str,
+    what: &str,
+    edit: impl Fn(&mut DynamicConfig) -> bool,
+) -> Result<Option<DynamicConfig>, RuntimeError> {
     for _ in 0..10 {
         let (mut map, expected) = match store
             .get_json::<DynamicConfig>(paths::DYNAMIC_CONFIGURATION)
@@ -329,7 +346,9 @@ pub async fn set_dynamic_config(
             }
             Err(e) => return Err(e.into()),
         };
-        map.insert(key.to_owned(), value.into());
+        if !edit(&mut map) {
+            return Ok(None);
+        }
         match store
             .put(
                 paths::DYNAMIC_CONFIGURATION,
@@ -339,13 +358,13 @@ pub async fn set_dynamic_config(
             )
             .await
         {
-            Ok(_) => return Ok(map),
+            Ok(_) => return Ok(Some(map)),
             Err(Error::BadVersion { .. }) => continue,
             Err(e) => return Err(e.into()),
         }
     }
     Err(RuntimeError::Invalid(format!(
-        "{} kept changing; {key} not set",
+        "{} kept changing; {key} not {what}",
         paths::DYNAMIC_CONFIGURATION
     )))
 }
@@ -362,37 +381,7 @@ pub async fn delete_dynamic_config(store: &DynStore, key: &str) -> Result<bool, 
         }
         None => return Err(RuntimeError::Invalid(format!("unknown setting {key}"))),
     }
-    for _ in 0..10 {
-        let (mut map, expected) = match store
-            .get_json::<DynamicConfig>(paths::DYNAMIC_CONFIGURATION)
-            .await
-        {
-            Ok(Some((m, stat))) => (m, stat.version),
-            Ok(None) => return Ok(false),
-            Err(Error::Content { path, reason }) => {
-                return Err(RuntimeError::Malformed { path, reason })
-            }
-            Err(e) => return Err(e.into()),
-        };
-        if map.remove(key).is_none() {
-            return Ok(false);
-        }
-        match store
-            .put(
-                paths::DYNAMIC_CONFIGURATION,
-                &to_json_vec(&map),
-                Some(expected),
-                CreateOptions::PERSISTENT,
-            )
-            .await
-        {
-            Ok(_) => return Ok(true),
-            Err(Error::BadVersion { .. }) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(RuntimeError::Invalid(format!(
-        "{} kept changing; {key} not removed",
-        paths::DYNAMIC_CONFIGURATION
-    )))
+    let edited =
+        edit_dynamic_config(store, key, "removed", |map| map.remove(key).is_some()).await?;
+    Ok(edited.is_some())
 }

@@ -25,6 +25,38 @@ fn namespace(tenant: &str, namespace: &str) -> Result<NamespaceName, ApiError> {
         .map_err(|e| ApiError::precondition(format!("Namespace name is not valid: {e}")))
 }
 
+/// The path's namespace, which must exist: 412 for an invalid name, 404 for an unknown one.
+fn existing_namespace(
+    state: &AppState,
+    tenant: &str,
+    ns: &str,
+) -> Result<(String, NamespaceBundles), ApiError> {
+    let name = namespace(tenant, ns)?.to_string();
+    match state.view.namespace(&name) {
+        Some(bundles) => Ok((name, bundles)),
+        None => Err(ApiError::not_found("Namespace does not exist")),
+    }
+}
+
+/// Unloads `bundle` of `name` (every owned bundle when `None`) and waits until each is owned again.
+async fn unload(
+    state: &AppState,
+    name: &str,
+    bundle: Option<&str>,
+    destination: Option<&str>,
+) -> Result<StatusCode, ApiError> {
+    admin::unload(
+        &state.sh.store,
+        name,
+        bundle,
+        destination.filter(|d| !d.is_empty()),
+        &state.sh.broker_id,
+        OPERATION_TIMEOUT,
+    )
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
 /// The bundles of a create request, as Pulsar's `validatePolicies` chooses them: the body's `bundles` when
 /// `numBundles` is above 0 — its `boundaries` when listed, else that many equal bundles — and
 /// `defaultNumberOfNamespaceBundles` equal bundles otherwise (no body, no `bundles`, `numBundles` 0 or below).
@@ -128,11 +160,7 @@ pub(crate) async fn bundles(
     headers: HeaderMap,
 ) -> Result<Json<BundlesData>, ApiError> {
     state.auth.admin(&headers)?;
-    let name = namespace(&tenant, &ns)?;
-    let bundles = state
-        .view
-        .namespace(&name.to_string())
-        .ok_or_else(|| ApiError::not_found("Namespace does not exist"))?;
+    let (_, bundles) = existing_namespace(&state, &tenant, &ns)?;
     Ok(Json(bundles.to_bundles_data()))
 }
 
@@ -151,20 +179,8 @@ pub(crate) async fn unload_namespace(
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
     state.auth.admin(&headers)?;
-    let name = namespace(&tenant, &ns)?;
-    if state.view.namespace(&name.to_string()).is_none() {
-        return Err(ApiError::not_found("Namespace does not exist"));
-    }
-    admin::unload(
-        &state.sh.store,
-        &name.to_string(),
-        None,
-        None,
-        &state.sh.broker_id,
-        OPERATION_TIMEOUT,
-    )
-    .await?;
-    Ok(StatusCode::NO_CONTENT)
+    let (name, _) = existing_namespace(&state, &tenant, &ns)?;
+    unload(&state, &name, None, None).await
 }
 
 /// The query of a bundle unload.
@@ -195,23 +211,14 @@ pub(crate) async fn unload_bundle(
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
     state.auth.admin(&headers)?;
-    let name = namespace(&tenant, &ns)?;
-    if state.view.namespace(&name.to_string()).is_none() {
-        return Err(ApiError::not_found("Namespace does not exist"));
-    }
-    admin::unload(
-        &state.sh.store,
-        &name.to_string(),
+    let (name, _) = existing_namespace(&state, &tenant, &ns)?;
+    unload(
+        &state,
+        &name,
         Some(&bundle),
-        query
-            .destination_broker
-            .as_deref()
-            .filter(|d| !d.is_empty()),
-        &state.sh.broker_id,
-        OPERATION_TIMEOUT,
+        query.destination_broker.as_deref(),
     )
-    .await?;
-    Ok(StatusCode::NO_CONTENT)
+    .await
 }
 
 /// The query of a bundle split.
@@ -269,12 +276,9 @@ pub(crate) async fn split_bundle(
             })
             .collect::<Result<_, _>>()?
     };
-    let name = namespace(&tenant, &ns)?;
-    if state.view.namespace(&name.to_string()).is_none() {
-        return Err(ApiError::not_found("Namespace does not exist"));
-    }
+    let (name, _) = existing_namespace(&state, &tenant, &ns)?;
     let args = admin::SplitArgs {
-        namespace: name.to_string(),
+        namespace: name,
         range: bundle,
         algorithm: query.split_algorithm_name.filter(|a| !a.is_empty()),
         positions,

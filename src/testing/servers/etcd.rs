@@ -5,10 +5,9 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
-use super::{etcd_binary, find_in_path, free_ports, require, wait_until, Guarded, TempDir};
+use super::{etcd_binary, free_ports, wait_until, Guarded, TempDir};
 
 fn etcd_healthy(port: u16) -> bool {
     let Ok(mut stream) = TcpStream::connect_timeout(
@@ -168,68 +167,7 @@ impl EtcdServer {
         let dir = TempDir::new("etcd-tls");
         let certs = dir.path().join("certs");
         std::fs::create_dir_all(&certs).expect("certs dir");
-        let openssl = require(find_in_path("openssl"), "openssl", "openssl");
-        let run = |args: &[&str]| {
-            let out = Command::new(&openssl)
-                .args(args)
-                .current_dir(&certs)
-                .output()
-                .expect("run openssl");
-            assert!(
-                out.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        run(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=loadmgr-test-ca",
-        ]);
-        run(&[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=127.0.0.1",
-        ]);
-        std::fs::write(
-            certs.join("ext.cnf"),
-            "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
-        )
-        .expect("ext.cnf");
-        run(&[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.crt",
-            "-days",
-            "2",
-            "-extfile",
-            "ext.cnf",
-        ]);
+        let tls = super::TestCertificates::make(&certs);
         let ports = free_ports(2);
         let mut process = EtcdProcess {
             name: "etcd".to_string(),
@@ -240,9 +178,9 @@ impl EtcdServer {
             token: format!("loadmgr-{}", ports[0]),
             extra: vec![
                 "--cert-file".to_string(),
-                certs.join("server.crt").display().to_string(),
+                tls.cert.display().to_string(),
                 "--key-file".to_string(),
-                certs.join("server.key").display().to_string(),
+                tls.key.display().to_string(),
             ],
             process: None,
             started_once: false,
@@ -252,7 +190,7 @@ impl EtcdServer {
         process.wait_serving();
         EtcdServer {
             process,
-            ca_file: Some(certs.join("ca.crt")),
+            ca_file: Some(tls.ca),
             _dir: dir,
         }
     }

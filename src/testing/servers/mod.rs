@@ -18,7 +18,8 @@
 //! * this file — what both kinds of server need: the binaries' lookup, free ports, [`TempDir`], the watchdog
 //!   that ties a server process to the test process, and the wait for a server to serve;
 //! * `zookeeper.rs` — [`ZkServer`], [`ZkEnsemble`] and the four-letter words ([`zk_four_letter`]);
-//! * `etcd.rs` — [`EtcdServer`] and [`EtcdCluster`].
+//! * `etcd.rs` — [`EtcdServer`] and [`EtcdCluster`];
+//! * `certs.rs` — [`TestCertificates`], a throw-away CA and server certificate for TLS.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -27,9 +28,11 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+mod certs;
 mod etcd;
 mod zookeeper;
 
+pub use certs::TestCertificates;
 pub use etcd::{EtcdCluster, EtcdServer};
 pub use zookeeper::{zk_four_letter, ZkEnsemble, ZkServer};
 
@@ -53,7 +56,7 @@ fn require(found: Option<PathBuf>, what: &str, package: &str) -> PathBuf {
     found.unwrap_or_else(|| {
         panic!(
             "{what} not found: install the Debian package `{package}` \
-             (`apt-get install -y {package}`, or run `make test-deps`)"
+             (`apt-get install -y {package}`, or run `make deps`)"
         )
     })
 }
