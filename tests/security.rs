@@ -243,16 +243,7 @@ async fn brokers_on_zookeeper_with_digest_credentials_and_creator_acls() {
     // A broker without the user cannot join, and says why.
     let bare = dir.path().join("bare.conf");
     std::fs::write(&bare, broker_conf(&server.url(), "")).unwrap();
-    let port = free_ports(1)[0].to_string();
-    let out = Command::new(env!("CARGO_BIN_EXE_loadmgr"))
-        .arg("broker")
-        .arg("--config")
-        .arg(&bare)
-        .args(["--advertised-address", "127.0.0.1", "--web-port", &port])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    let err = broker_refused(&bare);
     assert!(err.contains("not authorized"), "{err}");
     // With the user on the command line instead, it joins.
     let mut late = start_brokers_with_flags(
@@ -276,6 +267,21 @@ async fn brokers_on_zookeeper_with_digest_credentials_and_creator_acls() {
 }
 
 /// One broker with extra command-line flags; returns it and its port.
+/// Runs `loadmgr broker` with `conf`, which must fail at start; its standard error.
+fn broker_refused(conf: &Path) -> String {
+    let port = free_ports(1)[0].to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_loadmgr"))
+        .arg("broker")
+        .arg("--config")
+        .arg(conf)
+        .args(["--advertised-address", "127.0.0.1", "--web-port", &port])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{err}");
+    err
+}
+
 fn start_brokers_with_flags(dir: &Path, conf: &Path, flags: &[&str]) -> (Brokers, u16) {
     std::fs::write(dir.join("profile.json"), PROFILE).unwrap();
     let port = free_ports(1)[0];
@@ -407,16 +413,7 @@ async fn brokers_on_etcd_with_a_user_over_tls() {
         ),
     )
     .unwrap();
-    let port = free_ports(1)[0].to_string();
-    let out = Command::new(env!("CARGO_BIN_EXE_loadmgr"))
-        .arg("broker")
-        .arg("--config")
-        .arg(&no_user)
-        .args(["--advertised-address", "127.0.0.1", "--web-port", &port])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    let err = broker_refused(&no_user);
     assert!(err.contains("not authorized"), "{err}");
     // Without the CA the server's certificate is not trusted.
     let no_tls = dir.path().join("no-tls.conf");

@@ -117,6 +117,7 @@ impl BrokerAgent {
             local_requests: Mutex::new(None),
             meters,
             leader_status: Mutex::new(None),
+            last_usage: Mutex::new(None),
         });
         let (stop, stop_rx) = watch::channel(false);
 
@@ -163,10 +164,7 @@ impl BrokerAgent {
         };
         // The first report is written now; the checks run from here (see `report_loop`).
         let registered_at = tokio::time::Instant::now();
-        shared
-            .metrics
-            .reports_written
-            .fetch_add(1, Ordering::Relaxed);
+        shared.report_written(&report);
         report.clean_deltas();
         tracing::info!(broker = %broker_id, store = %store.address(), "registered at {}", paths::broker(&broker_id));
         match store
@@ -440,7 +438,7 @@ async fn report_loop(
             {
                 Ok(l) => {
                     tracing::warn!(broker = %sh.broker_id, "registered again after the registration was lost");
-                    sh.metrics.reports_written.fetch_add(1, Ordering::Relaxed);
+                    sh.report_written(&report);
                     lock = l;
                     report.clean_deltas();
                     written = report.clone();
@@ -483,7 +481,7 @@ async fn report_loop(
         match lock.update_value(&report).await {
             Ok(()) => {
                 tracing::debug!(broker = %sh.broker_id, "report written: {why}");
-                sh.metrics.reports_written.fetch_add(1, Ordering::Relaxed);
+                sh.report_written(&report);
                 report.clean_deltas();
                 written = report.clone();
             }

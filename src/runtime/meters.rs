@@ -55,8 +55,6 @@ fn histogram_family<L: Clone + std::hash::Hash + Eq>() -> Family<L, Histogram> {
 pub struct Meters {
     /// Reports the leader applied.
     pub reports_applied: Counter,
-    /// Registration nodes the leader skipped as no report.
-    pub reports_malformed: Counter,
     /// From a report's `lastUpdate` to the leader applying it.
     pub report_lag: Histogram,
     /// A shedding cycle: the decision and starting its moves.
@@ -95,7 +93,6 @@ impl Default for Meters {
     fn default() -> Self {
         Meters {
             reports_applied: Counter::default(),
-            reports_malformed: Counter::default(),
             report_lag: seconds_histogram(),
             shedding_cycle: seconds_histogram(),
             moves_started: Family::default(),

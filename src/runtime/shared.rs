@@ -61,6 +61,9 @@ pub(crate) struct AgentShared {
     /// While this broker leads: its leader core's counters as of the last event (what `/loadmgr/v1/status`
     /// answers; the store's `/loadmgr/leader-status` is written only with each flush).
     pub(crate) leader_status: Mutex<Option<crate::model::records::LeaderStatus>>,
+    /// The usages of the last report this broker wrote (Pulsar's `pulsar_lb_*_usage` gauges), kept so that
+    /// `/metrics` need not read the report back from the store.
+    pub(crate) last_usage: Mutex<Option<crate::model::SystemResourceUsage>>,
 }
 
 /// A request to this broker's leader task from the same process, with where the answer goes.
@@ -85,6 +88,12 @@ impl AgentShared {
 }
 
 impl AgentShared {
+    /// Notes that `report` was written to this broker's registration node.
+    pub(crate) fn report_written(&self, report: &crate::model::LocalBrokerData) {
+        self.metrics.reports_written.fetch_add(1, Ordering::Relaxed);
+        *self.last_usage.lock().unwrap() = Some(report.usage());
+    }
+
     pub(crate) fn settings(&self) -> Settings {
         self.settings.borrow().clone()
     }

@@ -5,9 +5,11 @@
 //! # Contract
 //!
 //! * The watches are opened before the first full read, so nothing that changes meanwhile is missed (a change
-//!   seen twice is re-read, which is idempotent). Every notification re-reads the node it names.
-//! * A registration counts only while it is an ephemeral node holding a report ([`crate::model::parse_report`]):
-//!   a persistent copy is no broker.
+//!   seen twice is re-read, which is idempotent). Every notification re-reads the node it names, but for the
+//!   rewrite of a counted registration (below).
+//! * A registration counts only if it is an ephemeral node that held a report ([`crate::model::parse_report`])
+//!   when it was created or first became one: a persistent copy is no broker. Rewrites of a counted
+//!   registration are not read (the web service needs only its URLs, which do not change while it lives).
 //! * [`ClusterView::owner`] answers an ownership node only when it is not being unloaded (`disabled`) and
 //!   names a registered broker; otherwise the bundle counts as unowned (the leader removes a node naming no
 //!   broker after the session timeout).
@@ -25,7 +27,7 @@ use crate::bundle::{BundleName, NamespaceBundles, NamespaceName, TopicName};
 use crate::model::load_report::parse_report;
 use crate::model::{LeaderBroker, NamespaceEphemeralData};
 use crate::paths;
-use crate::store::{DynStore, Error, MetadataStoreExt, NotificationStream};
+use crate::store::{DynStore, Error, MetadataStoreExt, NotificationStream, NotificationType};
 
 /// A registered broker as the view keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -251,6 +253,10 @@ async fn follow(
             n = s.brokers.next() => match n {
                 None => return,
                 Some(n) => match paths::below(paths::BROKERS, &n.path) {
+                    // A report rewritten by a broker already known changes nothing the view keeps (its URLs
+                    // come with the registration): no read of every report every broker writes.
+                    Some(id) if n.kind == NotificationType::Modified
+                        && state.read().unwrap().brokers.contains_key(id) => Ok(()),
                     Some(id) if !id.contains('/') => read_broker(&store, &state, id).await,
                     _ => Ok(()),
                 },

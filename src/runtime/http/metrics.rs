@@ -32,8 +32,6 @@ use prometheus_client::registry::Registry;
 
 use super::errors::ApiError;
 use super::{errors, AppState};
-use crate::model::load_report::parse_report;
-use crate::paths;
 
 type Labels = Vec<(String, String)>;
 
@@ -68,35 +66,29 @@ pub(crate) async fn metrics(
     let mut r = Registry::default();
 
     // Pulsar's load-balancing gauges, from this broker's last report.
-    if let Ok(Some(found)) = state
-        .sh
-        .store
-        .get(&paths::broker(&state.sh.broker_id))
-        .await
-    {
-        if let Ok(report) = parse_report(&found.value) {
-            let labels: Labels = vec![
-                ("cluster".into(), cluster.clone()),
-                ("broker".into(), host.clone()),
-                ("metric".into(), "loadBalancing".into()),
-            ];
-            for (name, usage) in [
-                ("pulsar_lb_cpu_usage", report.cpu),
-                ("pulsar_lb_memory_usage", report.memory),
-                ("pulsar_lb_directMemory_usage", report.direct_memory),
-                ("pulsar_lb_bandwidth_in_usage", report.bandwidth_in),
-                ("pulsar_lb_bandwidth_out_usage", report.bandwidth_out),
-            ] {
-                let family = Family::<Labels, Gauge<f64, AtomicU64>>::default();
-                family
-                    .get_or_create(&labels)
-                    .set(f64::from(usage.percent_usage()));
-                r.register(
-                    name,
-                    "usage in percent, from the broker's last load report",
-                    family,
-                );
-            }
+    let last_usage = *state.sh.last_usage.lock().unwrap();
+    if let Some(usage) = last_usage {
+        let labels: Labels = vec![
+            ("cluster".into(), cluster.clone()),
+            ("broker".into(), host.clone()),
+            ("metric".into(), "loadBalancing".into()),
+        ];
+        for (name, resource) in [
+            ("pulsar_lb_cpu_usage", usage.cpu),
+            ("pulsar_lb_memory_usage", usage.memory),
+            ("pulsar_lb_directMemory_usage", usage.direct_memory),
+            ("pulsar_lb_bandwidth_in_usage", usage.bandwidth_in),
+            ("pulsar_lb_bandwidth_out_usage", usage.bandwidth_out),
+        ] {
+            let family = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+            family
+                .get_or_create(&labels)
+                .set(f64::from(resource.percent_usage()));
+            r.register(
+                name,
+                "usage in percent, from the broker's last load report",
+                family,
+            );
         }
     }
     for (name, help, metric, counter) in [
@@ -176,10 +168,12 @@ pub(crate) async fn metrics(
         "reports the leader applied (on the leader)",
         m.reports_applied.clone(),
     );
+    let malformed: Counter = Counter::default();
+    malformed.inc_by(state.sh.metrics.malformed_reports.load(Ordering::Relaxed));
     r.register(
         "loadmgr_reports_malformed",
         "registrations the leader skipped as no report (on the leader)",
-        m.reports_malformed.clone(),
+        malformed,
     );
     r.register(
         "loadmgr_report_lag_seconds",

@@ -51,7 +51,6 @@ impl Executor {
                             .metrics
                             .malformed_reports
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        self.sh.meters.reports_malformed.inc();
                     }
                     Ok(r) => {
                         self.sh.meters.reports_applied.inc();
@@ -208,50 +207,46 @@ impl Executor {
                     .await;
             }
         };
-        // A namespace created a moment ago may not have been notified yet: read it first.
-        if let Some(ns) = request_namespace(&core_request) {
-            if self.core.namespace(&ns).is_none() {
-                self.reload_namespace(&ns).await?;
-            }
-        }
-        let id = self.next_request;
-        self.next_request += 1;
-        self.open.insert(
-            id,
-            OpenRequest {
-                path: path.to_owned(),
-                request,
-                stat: found.stat,
-            },
-        );
-        self.step(Event::Request {
-            id,
-            request: core_request,
+        let open = OpenRequest {
+            path: path.to_owned(),
+            request,
+            stat: found.stat,
+        };
+        self.submit(core_request, |ex, id| {
+            ex.open.insert(id, open);
         })
         .await
     }
-}
 
-impl Executor {
     /// A request from this process (the web service): handed to the core like a request node, answered
     /// through its channel.
     pub(super) async fn on_local_request(
         &mut self,
         r: crate::runtime::shared::LocalRequest,
     ) -> Step {
-        if let Some(ns) = request_namespace(&r.request) {
+        let crate::runtime::shared::LocalRequest { request, reply } = r;
+        self.submit(request, |ex, id| {
+            ex.local_open.insert(id, reply);
+        })
+        .await
+    }
+
+    /// Hands `request` to the core under a new id, which `open` records with where the answer goes. A
+    /// namespace created a moment ago may not have been notified yet: it is read first.
+    async fn submit(
+        &mut self,
+        request: Request,
+        open: impl FnOnce(&mut Self, crate::core::leader::RequestId),
+    ) -> Step {
+        if let Some(ns) = request_namespace(&request) {
             if self.core.namespace(&ns).is_none() {
                 self.reload_namespace(&ns).await?;
             }
         }
         let id = self.next_request;
         self.next_request += 1;
-        self.local_open.insert(id, r.reply);
-        self.step(Event::Request {
-            id,
-            request: r.request,
-        })
-        .await
+        open(self, id);
+        self.step(Event::Request { id, request }).await
     }
 }
 

@@ -139,26 +139,7 @@ impl EtcdServer {
     /// Same, with extra `etcd` flags.
     pub fn start_with_args(extra: &[&str]) -> EtcdServer {
         let dir = TempDir::new("etcd");
-        let ports = free_ports(2);
-        let mut process = EtcdProcess {
-            name: "etcd".to_string(),
-            dir: dir.path().join("etcd"),
-            client_port: ports[0],
-            peer_port: ports[1],
-            initial_cluster: format!("etcd=http://127.0.0.1:{}", ports[1]),
-            token: format!("loadmgr-{}", ports[0]),
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-            process: None,
-            started_once: false,
-            tls: false,
-        };
-        process.launch();
-        process.wait_serving();
-        EtcdServer {
-            process,
-            ca_file: None,
-            _dir: dir,
-        }
+        Self::single(dir, extra.iter().map(|s| s.to_string()).collect(), None)
     }
 
     /// Starts a single member serving clients over TLS with a throw-away CA and a server certificate for
@@ -168,6 +149,17 @@ impl EtcdServer {
         let certs = dir.path().join("certs");
         std::fs::create_dir_all(&certs).expect("certs dir");
         let tls = super::TestCertificates::make(&certs);
+        let extra = vec![
+            "--cert-file".to_string(),
+            tls.cert.display().to_string(),
+            "--key-file".to_string(),
+            tls.key.display().to_string(),
+        ];
+        Self::single(dir, extra, Some(tls.ca))
+    }
+
+    /// A single member with its data in `dir`, started with `extra` flags; over TLS when `ca_file` is given.
+    fn single(dir: TempDir, extra: Vec<String>, ca_file: Option<PathBuf>) -> EtcdServer {
         let ports = free_ports(2);
         let mut process = EtcdProcess {
             name: "etcd".to_string(),
@@ -176,21 +168,16 @@ impl EtcdServer {
             peer_port: ports[1],
             initial_cluster: format!("etcd=http://127.0.0.1:{}", ports[1]),
             token: format!("loadmgr-{}", ports[0]),
-            extra: vec![
-                "--cert-file".to_string(),
-                tls.cert.display().to_string(),
-                "--key-file".to_string(),
-                tls.key.display().to_string(),
-            ],
+            extra,
             process: None,
             started_once: false,
-            tls: true,
+            tls: ca_file.is_some(),
         };
         process.launch();
         process.wait_serving();
         EtcdServer {
             process,
-            ca_file: Some(tls.ca),
+            ca_file,
             _dir: dir,
         }
     }
