@@ -100,10 +100,12 @@
 //! * A report without `lastUpdate` counts as current for the extensible manager's TTL and cool-down checks
 //!   (Pulsar's brokers always stamp their `BrokerLoadData`).
 
+pub mod cost_model;
 pub mod explain;
 pub mod extensible;
 pub mod leader;
 pub mod load_data;
+pub mod optimal;
 pub mod placement;
 pub mod plan;
 pub mod policies;
@@ -117,7 +119,7 @@ mod cycle;
 
 pub use cycle::{run_shedding_cycle, Strategies};
 pub use load_data::{BrokerEntry, LoadData, NoSeeds, SeedSource, StoredSeeds};
-pub use plan::{Assignment, Plan, Skipped, SplitDecision, UnloadDecision};
+pub use plan::{Assignment, BrokerPrediction, Plan, Skipped, SplitDecision, UnloadDecision};
 pub use policies::{ClusterPolicies, IsolationPolicy, NamespacePolicy};
 
 use crate::config::Settings;

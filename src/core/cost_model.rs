@@ -1,0 +1,202 @@
+//! What a unit of traffic costs each broker, learned from the brokers' own reports: BandShedder's model for
+//! predicting what a move does to the usage of both brokers, and its placement's model for new bundles.
+//!
+//! # The model
+//!
+//! A broker's score is AvgShedder's: the largest of four weighted resource percentages (cpu, direct memory,
+//! NIC in, NIC out; the four-weight form `W4`, in points 0–100). Each resource is driven by one kind of traffic
+//! ([`Traffic`]): cpu by messages (msg/s in + out), direct memory by bytes (B/s in + out), NIC in by bytes in and
+//! NIC out by bytes out. The model is proportional: a broker's *cost* of a resource is its weighted percentage
+//! divided by its driving traffic, so moving traffic `t` off broker A onto broker B changes A's percentage by
+//! `−cost_A × t` and B's by `+cost_B × t`. Two brokers with the same traffic but different hardware have
+//! different costs — which is what lets a plan equalise *usage* on a heterogeneous cluster, where AvgShedder and
+//! UniformLoadShedder equalise message rates.
+//!
+//! A broker's idle usage is folded into its cost, so the model overestimates what small moves do on lightly
+//! loaded brokers; every cycle re-plans from fresh reports, so the error does not accumulate.
+//!
+//! A broker without traffic of a kind (a new or empty broker) has no cost of its own for it: it gets the median
+//! *absolute* cost of the brokers that have one (cost × capacity), divided by its own capacity — the same
+//! hardware cost per message on a bigger machine is a smaller percentage.
+
+use crate::model::{LocalBrokerData, ResourceUsage, ResourceWeights, TimeAverageMessageData};
+
+/// Number of modelled resources.
+pub const RESOURCES: usize = 4;
+
+/// Resource names, in vector order (for reasons).
+pub const RESOURCE_NAMES: [&str; RESOURCES] = ["cpu", "directMemory", "nicIn", "nicOut"];
+
+/// Traffic driving each resource, in vector order: msg/s in + out, B/s in + out, B/s in, B/s out.
+pub type Traffic = [f64; RESOURCES];
+
+/// Weighted percentages (points) or per-unit costs (points per unit of the driving traffic), in vector order.
+pub type Vector = [f64; RESOURCES];
+
+/// Traffic below this (msg/s or B/s) does not define a cost: the ratio would be mostly idle usage.
+pub const MIN_TRAFFIC: [f64; RESOURCES] = [1.0, 1024.0, 1024.0, 1024.0];
+
+/// The traffic vector of a broker report (its broker-level sums).
+pub fn broker_traffic(r: &LocalBrokerData) -> Traffic {
+    [
+        r.msg_rate_in + r.msg_rate_out,
+        r.msg_throughput_in + r.msg_throughput_out,
+        r.msg_throughput_in,
+        r.msg_throughput_out,
+    ]
+}
+
+/// The traffic vector of a bundle's window (short-term for shedding: what it carries now).
+pub fn bundle_traffic(d: &TimeAverageMessageData) -> Traffic {
+    [
+        d.msg_rate_in + d.msg_rate_out,
+        d.msg_throughput_in + d.msg_throughput_out,
+        d.msg_throughput_in,
+        d.msg_throughput_out,
+    ]
+}
+
+fn resources(r: &LocalBrokerData) -> [&ResourceUsage; RESOURCES] {
+    [
+        &r.cpu,
+        &r.direct_memory,
+        &r.bandwidth_in,
+        &r.bandwidth_out,
+    ]
+}
+
+fn weights(w: &ResourceWeights) -> Vector {
+    [w.cpu, w.direct_memory, w.bandwidth_in, w.bandwidth_out]
+}
+
+/// A report's weighted percentages, points (a resource with an unknown limit counts 0).
+pub fn weighted_percentages(r: &LocalBrokerData, w: &ResourceWeights) -> Vector {
+    let w = weights(w);
+    let res = resources(r);
+    std::array::from_fn(|i| {
+        if res[i].limit > 0.0 {
+            100.0 * res[i].usage / res[i].limit * w[i]
+        } else {
+            0.0
+        }
+    })
+}
+
+/// A report's capacities in vector order (`limit`; ≤ 0 when unknown).
+pub fn capacities(r: &LocalBrokerData) -> Vector {
+    resources(r).map(|u| u.limit)
+}
+
+/// The cost the report itself shows for each resource (weighted percentage ÷ traffic), `None` where the
+/// traffic is too small to tell or the limit is unknown.
+pub fn observed_costs(r: &LocalBrokerData, w: &ResourceWeights) -> [Option<f64>; RESOURCES] {
+    let pct = weighted_percentages(r, w);
+    let x = broker_traffic(r);
+    let cap = capacities(r);
+    std::array::from_fn(|i| (x[i] >= MIN_TRAFFIC[i] && cap[i] > 0.0).then(|| pct[i] / x[i]))
+}
+
+/// The score (points) of a percentage vector: the largest entry.
+pub fn score(p: &Vector) -> f64 {
+    p.iter().copied().fold(0.0, f64::max)
+}
+
+/// `p + k × cost × traffic`, entry by entry (k = −1 removes traffic, +1 adds it).
+pub fn shifted(p: &Vector, cost: &Vector, traffic: &Traffic, k: f64) -> Vector {
+    std::array::from_fn(|i| p[i] + k * cost[i] * traffic[i])
+}
+
+/// Median absolute costs (cost × capacity) over brokers that have a cost of their own, per resource; `None` where
+/// no broker has one.
+pub fn median_absolute_costs<'a>(
+    known: impl Iterator<Item = ([Option<f64>; RESOURCES], Vector)> + 'a,
+) -> [Option<f64>; RESOURCES] {
+    let mut per: [Vec<f64>; RESOURCES] = Default::default();
+    for (costs, cap) in known {
+        for i in 0..RESOURCES {
+            if let Some(c) = costs[i] {
+                if cap[i] > 0.0 {
+                    per[i].push(c * cap[i]);
+                }
+            }
+        }
+    }
+    per.map(|mut v| median(&mut v))
+}
+
+/// Completes a broker's costs: its own where known, else the median absolute cost over its own capacity, else 0.
+pub fn complete_costs(
+    own: [Option<f64>; RESOURCES],
+    capacity: &Vector,
+    prior: &[Option<f64>; RESOURCES],
+) -> Vector {
+    std::array::from_fn(|i| {
+        own[i].unwrap_or_else(|| match prior[i] {
+            Some(a) if capacity[i] > 0.0 => a / capacity[i],
+            _ => 0.0,
+        })
+    })
+}
+
+/// The median of `v` (sorted in place), `None` when empty.
+pub fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(cpu: (f64, f64), nic: f64, rate: f64, tp: f64) -> LocalBrokerData {
+        LocalBrokerData {
+            cpu: ResourceUsage::new(cpu.0, cpu.1),
+            bandwidth_in: ResourceUsage::new(tp * 8.0 / 1000.0, nic),
+            bandwidth_out: ResourceUsage::new(tp * 8.0 / 1000.0, nic),
+            direct_memory: ResourceUsage::new(0.0, 1000.0),
+            msg_rate_in: rate,
+            msg_throughput_in: tp,
+            msg_throughput_out: tp,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn costs_are_percentage_per_unit_and_scale_with_capacity() {
+        let w = ResourceWeights::default();
+        // 400 % of 800 % cpu for 10 000 msg/s: 50 points, 0.005 points per msg/s.
+        let small = report((400.0, 800.0), 10_000_000.0, 10_000.0, 1e6);
+        let c = observed_costs(&small, &w);
+        assert!((c[0].unwrap() - 0.005).abs() < 1e-12);
+        // An idle broker twice the size gets half the percentage cost for the same hardware cost.
+        let big_idle = report((10.0, 1600.0), 20_000_000.0, 0.0, 0.0);
+        let own = observed_costs(&big_idle, &w);
+        assert_eq!(own[0], None);
+        let prior = median_absolute_costs(
+            [(observed_costs(&small, &w), capacities(&small))].into_iter(),
+        );
+        let full = complete_costs(own, &capacities(&big_idle), &prior);
+        assert!((full[0] - 0.0025).abs() < 1e-12, "{full:?}");
+        assert!((full[2] - c[2].unwrap() / 2.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn shifting_moves_traffic_by_each_brokers_cost() {
+        let p = [50.0, 0.0, 10.0, 10.0];
+        let cost = [0.005, 0.0, 1e-5, 1e-5];
+        let t = [2000.0, 0.0, 1e5, 1e5];
+        let down = shifted(&p, &cost, &t, -1.0);
+        assert_eq!(down, [40.0, 0.0, 9.0, 9.0]);
+        assert_eq!(score(&down), 40.0);
+        assert_eq!(median(&mut [3.0, 1.0, 2.0, 10.0]), Some(2.5));
+        assert_eq!(median(&mut []), None);
+    }
+}
