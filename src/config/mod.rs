@@ -117,6 +117,20 @@ const RANGE_RULES: &[(&str, Range)] = &[
         "loadBalancerAvgShedderHighThreshold",
         Range::NonNegative(""),
     ),
+    ("loadmgrBandShedderSpreadPercentage", Range::Positive),
+    ("loadmgrBandShedderPlanSpreadPercentage", Range::Positive),
+    (
+        "loadmgrBandShedderHitCount",
+        Range::NonNegative("act on the first cycle"),
+    ),
+    (
+        "loadmgrBandShedderMaxMovesPerCycle",
+        Range::NonNegative("no limit"),
+    ),
+    (
+        "loadmgrBandShedderNoReturnMinutes",
+        Range::NonNegative("no memory beyond the grace period"),
+    ),
 ];
 
 /// Where a setting came from.
@@ -663,6 +677,12 @@ impl Settings {
             (ShedderKind::AvgShedder, false) => {
                 self.load_balancer_load_placement_strategy = PlacementKind::AvgShedder;
             }
+            // BandShedder's plans are binding, so any placement keeps them; placement then only places new and
+            // orphaned bundles.
+            (ShedderKind::BandShedder, true) => {}
+            (ShedderKind::BandShedder, false) => {
+                self.load_balancer_load_placement_strategy = PlacementKind::BandShedder;
+            }
             (other, false) => {
                 self.load_balancer_load_placement_strategy = other.default_placement();
                 warnings.push(format!(
@@ -676,6 +696,15 @@ impl Settings {
                 ))
             }
             (_, true) => {}
+        }
+        if self.loadmgr_band_shedder_plan_spread_percentage
+            > self.loadmgr_band_shedder_spread_percentage
+        {
+            return Err(format!(
+                "loadmgrBandShedderPlanSpreadPercentage ({}) must not exceed loadmgrBandShedderSpreadPercentage ({}): a plan must end inside the band that starts it",
+                self.loadmgr_band_shedder_plan_spread_percentage,
+                self.loadmgr_band_shedder_spread_percentage
+            ));
         }
         if self.max_unload_percentage == 0.5
             && !self.is_explicit("maxUnloadPercentage")

@@ -138,6 +138,18 @@ settings! {
     ("loadBalancerAvgShedderHitCountLowThreshold", dynamic = true) load_balancer_avg_shedder_hit_count_low_threshold: i32 = 8;
     /// Consecutive checks needed above the high threshold.
     ("loadBalancerAvgShedderHitCountHighThreshold", dynamic = true) load_balancer_avg_shedder_hit_count_high_threshold: i32 = 2;
+    /// BandShedder: the cluster is balanced while max − min score is at most this, points (0–100).
+    ("loadmgrBandShedderSpreadPercentage", dynamic = true) loadmgr_band_shedder_spread_percentage: f64 = 10.0;
+    /// BandShedder: a plan moves bundles until the predicted spread is at most this, points; below the
+    /// trigger spread so that report noise does not start the next plan.
+    ("loadmgrBandShedderPlanSpreadPercentage", dynamic = true) loadmgr_band_shedder_plan_spread_percentage: f64 = 7.0;
+    /// BandShedder: consecutive cycles a broker must be outside the band before a plan is made (a broker with
+    /// no bundles, or one that joined since the last cycle, counts at once).
+    ("loadmgrBandShedderHitCount", dynamic = true) loadmgr_band_shedder_hit_count: i32 = 2;
+    /// BandShedder: most moves one plan may contain (0 = no limit).
+    ("loadmgrBandShedderMaxMovesPerCycle", dynamic = true) loadmgr_band_shedder_max_moves_per_cycle: i32 = 100;
+    /// BandShedder: a bundle is never planned back onto a broker it was moved off within this many minutes.
+    ("loadmgrBandShedderNoReturnMinutes", dynamic = true) loadmgr_band_shedder_no_return_minutes: i64 = 60;
     /// Leader flush period of bundle data and broker time averages, minutes.
     ("loadBalancerResourceQuotaUpdateIntervalMinutes", dynamic = false) load_balancer_resource_quota_update_interval_minutes: i32 = 15;
     /// Deprecated (Simple load manager only).

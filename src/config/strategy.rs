@@ -3,6 +3,8 @@
 use std::fmt;
 
 const EXT_STRATEGY: &str = "org.apache.pulsar.broker.loadbalance.extensions.strategy.";
+/// BandShedder's class name: loadmgr's own package, so that no Pulsar class is implied.
+const BAND_SHEDDER_CLASS: &str = "io.loadmgr.BandShedder";
 
 fn short_name(text: &str) -> &str {
     text.trim().rsplit('.').next().unwrap_or(text)
@@ -21,16 +23,20 @@ pub enum ShedderKind {
     UniformLoadShedder,
     /// The extensible load manager's shedder (PIP-220), run on the modular data by loadmgr.
     TransferShedder,
+    /// loadmgr's own: plans a cycle's moves at once into a band around the mean with a cost model learned
+    /// from each broker's reports; also a placement strategy. Pulsar brokers do not know it.
+    BandShedder,
 }
 
 impl ShedderKind {
     /// Every shedder, in the order tables show them.
-    pub const ALL: [ShedderKind; 5] = [
+    pub const ALL: [ShedderKind; 6] = [
         ShedderKind::AvgShedder,
         ShedderKind::ThresholdShedder,
         ShedderKind::OverloadShedder,
         ShedderKind::UniformLoadShedder,
         ShedderKind::TransferShedder,
+        ShedderKind::BandShedder,
     ];
 
     /// The short name (`AvgShedder`).
@@ -41,10 +47,11 @@ impl ShedderKind {
             ShedderKind::OverloadShedder => "OverloadShedder",
             ShedderKind::UniformLoadShedder => "UniformLoadShedder",
             ShedderKind::TransferShedder => "TransferShedder",
+            ShedderKind::BandShedder => "BandShedder",
         }
     }
 
-    /// The Java class name.
+    /// The Java class name (BandShedder's names loadmgr's own package).
     pub const fn class_name(self) -> &'static str {
         match self {
             ShedderKind::AvgShedder => "org.apache.pulsar.broker.loadbalance.impl.AvgShedder",
@@ -60,6 +67,7 @@ impl ShedderKind {
             ShedderKind::TransferShedder => {
                 "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder"
             }
+            ShedderKind::BandShedder => BAND_SHEDDER_CLASS,
         }
     }
 
@@ -76,6 +84,7 @@ impl ShedderKind {
     pub const fn default_placement(self) -> PlacementKind {
         match self {
             ShedderKind::AvgShedder => PlacementKind::AvgShedder,
+            ShedderKind::BandShedder => PlacementKind::BandShedder,
             ShedderKind::TransferShedder => PlacementKind::LeastResourceUsageWithWeight,
             _ => PlacementKind::LeastLongTermMessageRate,
         }
@@ -105,14 +114,17 @@ pub enum PlacementKind {
     LeastLongTermMessageRate,
     /// Least weighted resource usage within a band (PIP-182).
     LeastResourceUsageWithWeight,
+    /// BandShedder's placement: the shedder's binding plan when shedding, else the least predicted score.
+    BandShedder,
 }
 
 impl PlacementKind {
     /// Every placement strategy.
-    pub const ALL: [PlacementKind; 3] = [
+    pub const ALL: [PlacementKind; 4] = [
         PlacementKind::AvgShedder,
         PlacementKind::LeastLongTermMessageRate,
         PlacementKind::LeastResourceUsageWithWeight,
+        PlacementKind::BandShedder,
     ];
 
     /// The short name.
@@ -121,10 +133,11 @@ impl PlacementKind {
             PlacementKind::AvgShedder => "AvgShedder",
             PlacementKind::LeastLongTermMessageRate => "LeastLongTermMessageRate",
             PlacementKind::LeastResourceUsageWithWeight => "LeastResourceUsageWithWeight",
+            PlacementKind::BandShedder => "BandShedder",
         }
     }
 
-    /// The Java class name (modular package).
+    /// The Java class name (modular package); BandShedder's names loadmgr's own package.
     pub const fn class_name(self) -> &'static str {
         match self {
             PlacementKind::AvgShedder => "org.apache.pulsar.broker.loadbalance.impl.AvgShedder",
@@ -134,6 +147,7 @@ impl PlacementKind {
             PlacementKind::LeastResourceUsageWithWeight => {
                 "org.apache.pulsar.broker.loadbalance.impl.LeastResourceUsageWithWeight"
             }
+            PlacementKind::BandShedder => BAND_SHEDDER_CLASS,
         }
     }
 

@@ -114,6 +114,7 @@ pub fn run_shedding_cycle(
         now,
     });
     plan.skipped.extend(outcome.skipped);
+    plan.prediction = outcome.prediction;
     let ctx = PlacementContext::new(load, settings, policies).with_now(now);
     let transfer_shedder = strategies.shedder.kind() == ShedderKind::TransferShedder;
     // A bundle proposed twice is planned once, at its first proposal (the checks before the duplicate check

@@ -14,7 +14,7 @@ use super::cycle::{run_shedding_cycle, Strategies};
 use super::plan::{Plan, Skipped};
 use super::snapshot::Snapshot;
 use super::split::find_bundles_to_split;
-use super::CoreError;
+use super::{num, CoreError};
 use crate::config::{LoadManagerKind, PlacementKind, Settings, ShedderKind};
 
 /// Most shedding cycles one explain run may do (`--cycles`).
@@ -48,7 +48,7 @@ impl Default for ExplainOptions {
 }
 
 /// The result of an explain run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExplainReport {
     /// Shedding strategy used.
@@ -150,6 +150,19 @@ pub fn render_text(report: &ExplainReport) -> String {
             u.destination.as_deref().unwrap_or("(any)"),
             u.reason
         ));
+    }
+    if !p.prediction.is_empty() {
+        out.push_str("\nPredicted scores, now -> after the plan (the strategy's cost model):\n");
+        for b in &p.prediction {
+            out.push_str(&format!(
+                "  {}: {} -> {} ({} out, {} in)\n",
+                b.broker,
+                num(b.score_now),
+                num(b.score_after),
+                b.moves_out,
+                b.moves_in
+            ));
+        }
     }
     if !p.assignments.is_empty() {
         out.push_str(&format!("\nAssignments ({}):\n", p.assignments.len()));

@@ -76,8 +76,24 @@ impl Skipped {
     }
 }
 
+/// A strategy's prediction for one broker: its score now and after the plan's moves.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokerPrediction {
+    /// Broker id.
+    pub broker: String,
+    /// Score now as the strategy's model sees it, points (0–100).
+    pub score_now: f64,
+    /// Predicted score once the plan's moves are done, points.
+    pub score_after: f64,
+    /// Moves planned off the broker.
+    pub moves_out: u32,
+    /// Moves planned onto the broker.
+    pub moves_in: u32,
+}
+
 /// Everything one decision pass wants done.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
     /// Bundles to unload, in decision order.
@@ -88,6 +104,9 @@ pub struct Plan {
     pub splits: Vec<SplitDecision>,
     /// Considered and not acted on.
     pub skipped: Vec<Skipped>,
+    /// The shedding strategy's predicted scores before and after (BandShedder; empty for the others).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub prediction: Vec<BrokerPrediction>,
 }
 
 impl Plan {
@@ -102,6 +121,9 @@ impl Plan {
         self.assignments.extend(other.assignments);
         self.splits.extend(other.splits);
         self.skipped.extend(other.skipped);
+        if !other.prediction.is_empty() {
+            self.prediction = other.prediction;
+        }
     }
 
     /// Compact JSON.
@@ -135,8 +157,17 @@ mod tests {
                 reason: "s".into(),
             }],
             skipped: vec![Skipped::new("cluster", "x")],
+            prediction: vec![BrokerPrediction {
+                broker: "b1:8080".into(),
+                score_now: 80.0,
+                score_after: 50.0,
+                moves_out: 1,
+                moves_in: 0,
+            }],
         };
         let v: serde_json::Value = serde_json::from_str(&plan.to_json()).unwrap();
+        assert_eq!(v["prediction"][0]["scoreAfter"], 50.0);
+        assert!(Plan::default().to_json().find("prediction").is_none());
         assert_eq!(v["unloads"][0]["destination"], "b2:8080");
         assert_eq!(v["unloads"][0]["source"], "b1:8080");
         assert_eq!(v["splits"][0]["unloadChildren"], true);

@@ -14,6 +14,14 @@
 //! * `avgSpread` — time average of max − min score, points.
 //! * `overloadedBrokerMinutes` — Σ over samples of the brokers with a score above 85, × 5 s, in minutes.
 //! * `splits` — bundle splits carried out.
+//! * `minMoves` — the fewest shedding moves that bring the true scores within 10 points of each other, for the
+//!   state at the first sample from `convergeAfterMinutes` on with no bundle in flight
+//!   ([`crate::core::optimal`]): the proven minimum when `minMovesExact` (small states), else a lower bound;
+//!   `null` when no balanced state exists. `movesOverMinimum` = `moves ÷ minMoves` (`null` when `minMoves` is 0
+//!   or null) — an upper estimate of the true ratio when the minimum is a bound. It compares a whole run with
+//!   one state, so it means what it says for scenarios disturbed once (a skewed start, a scale-out, a
+//!   scale-in); traffic that keeps changing (waves, ramps, restarts later on) needs moves the measure does not
+//!   count.
 //! * `decisionMicrosPerCycle` — wall-clock time of one shedding cycle (strategy + filters + placement of its
 //!   unloads), mean over the cycles, µs. The only field that is not a function of the seed.
 //!
@@ -54,6 +62,13 @@ pub struct Metrics {
     pub overloaded_broker_minutes: f64,
     /// Bundle splits carried out.
     pub splits: u64,
+    /// The fewest moves that balance the state convergence is measured from (a lower bound unless
+    /// `min_moves_exact`); `None` when no balanced state exists.
+    pub min_moves: Option<u64>,
+    /// Whether `min_moves` is the proven minimum.
+    pub min_moves_exact: bool,
+    /// `moves ÷ min_moves`; `None` when the minimum is 0 or unknown.
+    pub moves_over_minimum: Option<f64>,
     /// Mean wall-clock µs per shedding cycle.
     pub decision_micros_per_cycle: f64,
     /// Highest max score, points.
@@ -232,6 +247,10 @@ impl Recorder {
             .map(|t| (t - self.converge_after_ms) as f64 / 1000.0);
         m.moves = self.moves.len() as u64;
         m.ping_pong_moves = count_ping_pong(&self.moves);
+        m.moves_over_minimum = m
+            .min_moves
+            .filter(|n| *n > 0)
+            .map(|n| m.moves as f64 / n as f64);
         m.peak_max_over_mean = self.peak_ratio;
         m.avg_max_over_mean = self.sum_ratio / self.ratio_samples.max(1) as f64;
         m.avg_spread = self.sum_spread / n;

@@ -18,9 +18,10 @@ use super::suite::{ScenarioInfo, SuiteResult};
 use super::SimError;
 
 /// Column headers of the tables.
-pub const COLUMNS: [&str; 9] = [
+pub const COLUMNS: [&str; 10] = [
     "converge",
     "moves",
+    "moves/min",
     "ping-pong",
     "peak max/mean",
     "avg max/mean",
@@ -44,12 +45,13 @@ fn key(m: &Metrics, c: usize) -> Option<f64> {
     match c {
         0 => m.convergence_seconds,
         1 => Some(m.moves as f64),
-        2 => Some(m.ping_pong_moves as f64),
-        3 => Some(round(m.peak_max_over_mean, 2)),
-        4 => Some(round(m.avg_max_over_mean, 2)),
-        5 => Some(round(m.avg_spread, 1)),
-        6 => Some(round(m.overloaded_broker_minutes, 1)),
-        7 => Some(m.splits as f64),
+        2 => m.moves_over_minimum.map(|r| round(r, 2)),
+        3 => Some(m.ping_pong_moves as f64),
+        4 => Some(round(m.peak_max_over_mean, 2)),
+        5 => Some(round(m.avg_max_over_mean, 2)),
+        6 => Some(round(m.avg_spread, 1)),
+        7 => Some(round(m.overloaded_broker_minutes, 1)),
+        8 => Some(m.splits as f64),
         _ => Some(m.decision_micros_per_cycle.round()),
     }
 }
@@ -65,12 +67,17 @@ fn cell(m: &Metrics, c: usize) -> String {
             .convergence_seconds
             .map_or_else(|| "never".to_owned(), duration),
         1 => m.moves.to_string(),
-        2 => m.ping_pong_moves.to_string(),
-        3 => format!("{:.2}", m.peak_max_over_mean),
-        4 => format!("{:.2}", m.avg_max_over_mean),
-        5 => format!("{:.1}", m.avg_spread),
-        6 => format!("{:.1}", m.overloaded_broker_minutes),
-        7 => m.splits.to_string(),
+        2 => match (m.moves_over_minimum, m.min_moves) {
+            (Some(r), _) => format!("{r:.2}{}", if m.min_moves_exact { "=" } else { "" }),
+            (None, Some(0)) => "-".to_owned(),
+            _ => "n/a".to_owned(),
+        },
+        3 => m.ping_pong_moves.to_string(),
+        4 => format!("{:.2}", m.peak_max_over_mean),
+        5 => format!("{:.2}", m.avg_max_over_mean),
+        6 => format!("{:.1}", m.avg_spread),
+        7 => format!("{:.1}", m.overloaded_broker_minutes),
+        8 => m.splits.to_string(),
         _ => format!("{:.0}", m.decision_micros_per_cycle),
     }
 }
@@ -146,6 +153,7 @@ pub fn render_tables(suite: &SuiteResult) -> String {
         out.push('\n');
     }
     out.push_str("* best in column (lower is better); converge = time until the score spread stays <= 10 points for 10 minutes\n");
+    out.push_str("moves/min = moves / the fewest moves that balance the state convergence is measured from (a lower bound; = marks a proven minimum; - the state was balanced; n/a no balanced state exists)\n");
     out
 }
 

@@ -21,6 +21,7 @@
 //! Candidates are kept in broker-id order; strategies draw random choices from the caller's `StdRng`.
 
 mod avg;
+mod band;
 pub mod filters;
 mod least_long_term;
 mod least_resource;
@@ -88,6 +89,7 @@ pub struct PlacementContext<'a> {
     /// Per slot: the candidates shared by namespaces that no namespace-specific filter applies to.
     generic_candidates: RefCell<[Option<Rc<Candidates>>; 4]>,
     lltmr_scores: OnceCell<Vec<f64>>,
+    band: OnceCell<band::Model>,
     last_index: Cell<usize>,
 }
 
@@ -148,6 +150,7 @@ impl<'a> PlacementContext<'a> {
             candidates: RefCell::new(Default::default()),
             generic_candidates: RefCell::new(Default::default()),
             lltmr_scores: OnceCell::new(),
+            band: OnceCell::new(),
             last_index: Cell::new(0),
         }
     }
@@ -350,6 +353,9 @@ pub enum Placement {
     LeastResourceUsageWithWeight(LeastResourceUsage),
     /// The extensible manager's LeastResourceUsageWithWeight (EMA from the brokers' load data).
     ExtensibleLeastResourceUsageWithWeight(ExtensibleLeastResourceUsage),
+    /// BandShedder's placement: the least predicted score once the bundle (and every bundle preallocated since
+    /// the broker's last report) is added.
+    BandShedder,
 }
 
 impl Placement {
@@ -364,6 +370,7 @@ impl Placement {
             PlacementKind::LeastResourceUsageWithWeight => {
                 Placement::LeastResourceUsageWithWeight(LeastResourceUsage::default())
             }
+            PlacementKind::BandShedder => Placement::BandShedder,
         }
     }
 
@@ -376,6 +383,7 @@ impl Placement {
             Placement::ExtensibleLeastResourceUsageWithWeight(_) => {
                 "LeastResourceUsageWithWeight(extensible)"
             }
+            Placement::BandShedder => "BandShedder",
         }
     }
 
@@ -383,6 +391,7 @@ impl Placement {
     fn select(
         &mut self,
         ctx: &PlacementContext<'_>,
+        bundle: &str,
         candidates: &[usize],
         best_cache: &OnceCell<Vec<usize>>,
         planned: Option<&str>,
@@ -399,6 +408,7 @@ impl Placement {
             }
             Placement::LeastResourceUsageWithWeight(s) => s.select(ctx, candidates, rng),
             Placement::ExtensibleLeastResourceUsageWithWeight(s) => s.select(ctx, candidates, rng),
+            Placement::BandShedder => band::select(ctx, bundle, candidates, planned, rng),
         }
     }
 
@@ -523,7 +533,15 @@ pub fn select_broker(
     } else {
         state
             .strategy
-            .select(ctx, c, &cands.lltmr_best_filtered, planned, source, rng)
+            .select(
+                ctx,
+                bundle,
+                c,
+                &cands.lltmr_best_filtered,
+                planned,
+                source,
+                rng,
+            )
             .ok_or_else(|| {
                 format!(
                     "{} found no broker among {}",
@@ -540,7 +558,15 @@ pub fn select_broker(
         if let Some((again, why2)) =
             state
                 .strategy
-                .select(ctx, base, &cands.lltmr_best_base, planned, source, rng)
+                .select(
+                    ctx,
+                    bundle,
+                    base,
+                    &cands.lltmr_best_base,
+                    planned,
+                    source,
+                    rng,
+                )
         {
             why = format!(
                 "{} usage {}% > overload threshold {}%, re-selected over the policy candidates: {why2}",
@@ -584,6 +610,7 @@ fn select_extensible(
         .strategy
         .select(
             ctx,
+            bundle,
             &cands.filtered,
             &cands.lltmr_best_filtered,
             planned,

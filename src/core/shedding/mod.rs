@@ -7,12 +7,14 @@
 //! map. A broker's bundles are its report's `bundles` set (what Pulsar's strategies read).
 
 mod avg;
+mod band;
 mod overload;
 mod threshold;
 mod transfer;
 mod uniform;
 
 pub use avg::AvgShedder;
+pub use band::BandShedder;
 pub use overload::OverloadShedder;
 pub use threshold::ThresholdShedder;
 pub use transfer::TransferShedder;
@@ -21,7 +23,7 @@ pub use uniform::UniformLoadShedder;
 use std::collections::BTreeSet;
 
 use super::load_data::LoadData;
-use super::plan::{Skipped, UnloadDecision};
+use super::plan::{BrokerPrediction, Skipped, UnloadDecision};
 use super::policies::ClusterPolicies;
 use super::{is_system_service_bundle, num};
 use crate::config::{Settings, ShedderKind};
@@ -64,6 +66,8 @@ pub struct SheddingOutcome {
     pub candidates: Vec<Candidate>,
     /// Brokers, pairs and bundles considered and left alone, with why.
     pub skipped: Vec<Skipped>,
+    /// Each broker's predicted score before and after the proposed moves (strategies that predict).
+    pub prediction: Vec<BrokerPrediction>,
 }
 
 /// A shedding strategy.
@@ -92,6 +96,7 @@ pub fn new_shedder(kind: ShedderKind) -> Box<dyn Shedder> {
         ShedderKind::OverloadShedder => Box::new(OverloadShedder),
         ShedderKind::UniformLoadShedder => Box::new(UniformLoadShedder),
         ShedderKind::TransferShedder => Box::new(TransferShedder::default()),
+        ShedderKind::BandShedder => Box::new(BandShedder::default()),
     }
 }
 

@@ -75,6 +75,7 @@ use serde::Serialize;
 
 mod brokers;
 mod leader;
+mod optimum;
 mod traffic;
 
 use std::collections::VecDeque;
@@ -362,6 +363,8 @@ struct Sim<'w> {
     moves_dest: Vec<usize>,
     ramps: Vec<traffic::Ramp>,
     recorder: Recorder,
+    /// Whether the optimality measure was taken.
+    min_moves_measured: bool,
     series: Series,
     chart_ms: i64,
     class_name: &'static str,
@@ -501,6 +504,7 @@ impl<'w> Sim<'w> {
             moves_dest: Vec::new(),
             ramps: Vec::new(),
             recorder: Recorder::new(SAMPLE_MS, world.converge_after_ms),
+            min_moves_measured: false,
             series,
             chart_ms: options.chart_interval_ms.max(SAMPLE_MS),
             trace: options.trace.then(Vec::new),

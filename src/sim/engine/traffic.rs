@@ -158,5 +158,27 @@ impl<'w> Sim<'w> {
             }
         }
         self.recorder.sample(t, &scores);
+        self.measure_min_moves(t);
+    }
+
+    /// Once, at the first sample from `convergeAfterMinutes` on with no bundle in flight (or two minutes after it
+    /// at the latest): the fewest moves that balance that state.
+    fn measure_min_moves(&mut self, t: i64) {
+        let from = self.world.converge_after_ms;
+        if self.min_moves_measured || t < from {
+            return;
+        }
+        let settled = self
+            .bundles
+            .iter()
+            .filter(|b| b.live)
+            .all(|b| matches!(b.owner, Owner::On(_)));
+        if !settled && t < from + 120_000 {
+            return;
+        }
+        self.min_moves_measured = true;
+        let m = self.min_moves(t);
+        self.recorder.counts.min_moves = m.map(|m| m.moves);
+        self.recorder.counts.min_moves_exact = m.is_some_and(|m| m.exact);
     }
 }

@@ -1,0 +1,548 @@
+//! BandShedder: loadmgr's own strategy. It plans every move of a cycle at once, so that each broker's score
+//! ends inside a band around the mean, with as few moves as it can find, predicting each move's effect on both
+//! brokers from a cost model learned from their reports ([`crate::core::cost_model`]).
+//!
+//! Per cycle:
+//! 1. **Learn.** Each broker's cost per unit of traffic (cpu per msg/s, NIC and direct memory per B/s) is sampled
+//!    from its report when its traffic held steady since the last cycle (host usage is averaged over time, so
+//!    right after a change the ratio is off); the strategy keeps the last [`COST_SAMPLES`] samples and uses
+//!    their median, so a usage spike that traffic does not explain (a GC pause, a compaction) and lasts fewer
+//!    than half of those cycles moves neither the cost nor the score. Brokers without traffic of a kind borrow
+//!    the cluster's median absolute cost.
+//! 2. **Score.** A broker's score is the model's: cost × traffic per resource, largest of the four (AvgShedder's
+//!    `W4` in points when the cost is current). Mean `m`, spread = max − min.
+//! 3. **Trigger.** Balanced while the spread is at most `loadmgrBandShedderSpreadPercentage` (10 points). A
+//!    broker outside `m ± spread/2` counts a hit per consecutive cycle on the same side; a plan is made when some
+//!    broker has `loadmgrBandShedderHitCount` (2) hits — at once when the broker is below the band and has no
+//!    bundles or joined since the last cycle (an empty broker is no spike), and for every broker out of band
+//!    when the last plan stopped at its move budget. Making a plan clears every count.
+//! 4. **Plan.** Greedy, largest benefit first: repeatedly, over the bundles of the three highest-scored brokers
+//!    and, for each bundle, the three lowest-scored brokers placement allows, take the move that most reduces
+//!    Σ (score − m)², never leaving the destination above the source or above the plan band's top `m + plan/2`
+//!    (a destination overshot with fresh bundles could not shed them within the grace period). Stop when the
+//!    predicted spread is at most
+//!    `loadmgrBandShedderPlanSpreadPercentage` (7), no move helps, or `loadmgrBandShedderMaxMovesPerCycle`
+//!    (100) moves are planned.
+//! 5. **Constraints.** Every destination passes the placement filters of the bundle's namespace (isolation,
+//!    max topics, anti-affinity and failure domains, even distribution, load-manager class, versions); within one
+//!    plan a broker (or failure domain) receives at most one namespace of an anti-affinity group it did not hold
+//!    and no more topics than `loadBalancerBrokerMaxTopics`; a bundle is never planned back onto a broker it left
+//!    within `loadmgrBandShedderNoReturnMinutes` (60), nor moved within the shedding grace period.
+//!
+//! Plans are *binding*: the destination is final and placement does not replace it. The predicted score of each
+//! broker before and after the plan goes into [`SheddingOutcome::prediction`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use super::{sheddable_bundles, Candidate, Shedder, SheddingContext, SheddingOutcome};
+use crate::config::ShedderKind;
+use crate::core::cost_model::{self, Traffic, Vector, RESOURCES};
+use crate::core::placement::{filters, PlacementContext};
+use crate::core::plan::{BrokerPrediction, Skipped, UnloadDecision};
+use crate::core::{namespace_of, num, weights4};
+
+/// Cost samples kept per broker (the median of these is its cost).
+pub const COST_SAMPLES: usize = 5;
+/// Highest-scored brokers whose bundles each planning step weighs.
+const SOURCES_PER_STEP: usize = 3;
+/// Lowest-scored eligible destinations weighed per bundle.
+const DESTINATIONS_PER_BUNDLE: usize = 3;
+/// Relative change of a broker's traffic between cycles below which it counts as steady.
+const STEADY: f64 = 0.1;
+
+/// Which side of the band a broker is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Above,
+    Below,
+}
+
+/// BandShedder with its learned costs, hit counts and move memory.
+#[derive(Debug, Clone, Default)]
+pub struct BandShedder {
+    /// Per broker and resource: the last cost samples, oldest first.
+    samples: BTreeMap<String, [Vec<f64>; RESOURCES]>,
+    /// Per broker out of band: the side and consecutive cycles there.
+    hits: BTreeMap<String, (Side, i32)>,
+    /// Brokers present at the last cycle (`None` before the first).
+    seen: Option<BTreeSet<String>>,
+    /// Per bundle: brokers a plan moved it off, with when (epoch ms).
+    left: HashMap<String, Vec<(String, i64)>>,
+    /// Per broker: the traffic of its report at the last cycle (costs are sampled only when it held steady).
+    last_traffic: BTreeMap<String, Traffic>,
+    /// The last plan stopped at the move budget: the next cycle goes on without waiting for hits.
+    unfinished: bool,
+}
+
+/// One broker's working state during planning.
+#[derive(Debug, Clone)]
+struct Node<'a> {
+    id: &'a str,
+    /// Predicted weighted percentages.
+    p: Vector,
+    cost: Vector,
+    /// Its sheddable bundles, listed when it first becomes a source.
+    items: Option<Vec<Item<'a>>>,
+}
+
+#[derive(Debug, Clone)]
+struct Item<'a> {
+    bundle: &'a str,
+    traffic: Traffic,
+    topics: i64,
+}
+
+/// A move weighed during planning.
+#[derive(Debug, Clone, Copy)]
+struct Weighed<'a> {
+    bundle: &'a str,
+    src: usize,
+    item: usize,
+    dst: usize,
+    gain: f64,
+    src_after: f64,
+    dst_after: f64,
+}
+
+impl BandShedder {
+    /// The broker's current cost samples of one resource (oldest first), for tests and explain.
+    pub fn cost_samples(&self, broker: &str, resource: usize) -> &[f64] {
+        self.samples
+            .get(broker)
+            .map_or(&[][..], |s| s[resource].as_slice())
+    }
+
+    fn learn(&mut self, ctx: &SheddingContext<'_>) -> BTreeMap<String, [Option<f64>; RESOURCES]> {
+        let w = weights4(ctx.settings);
+        let mut own = BTreeMap::new();
+        for (id, e) in ctx.load.brokers() {
+            let observed = cost_model::observed_costs(&e.local, &w);
+            let x = cost_model::broker_traffic(&e.local);
+            let previous = self.last_traffic.insert(id.clone(), x);
+            let hist = self.samples.entry(id.clone()).or_default();
+            let mut costs = [None; RESOURCES];
+            for r in 0..RESOURCES {
+                let Some(c) = observed[r] else {
+                    // A broker whose traffic of this kind stopped has no current cost.
+                    hist[r].clear();
+                    continue;
+                };
+                // Host usage is averaged over time while traffic is current: right after traffic changes the
+                // ratio is off, so only a broker whose traffic held steady since the last cycle gives a sample.
+                let steady = previous.is_some_and(|p| (x[r] - p[r]).abs() <= STEADY * x[r]);
+                if steady {
+                    hist[r].push(c);
+                    if hist[r].len() > COST_SAMPLES {
+                        hist[r].remove(0);
+                    }
+                }
+                costs[r] = cost_model::median(&mut hist[r].clone());
+            }
+            own.insert(id.clone(), costs);
+        }
+        own
+    }
+}
+
+fn side_of(score: f64, mean: f64, half: f64) -> Option<Side> {
+    if score > mean + half {
+        Some(Side::Above)
+    } else if score < mean - half {
+        Some(Side::Below)
+    } else {
+        None
+    }
+}
+
+fn mean_of(nodes: &[Node<'_>]) -> f64 {
+    nodes.iter().map(|n| cost_model::score(&n.p)).sum::<f64>() / nodes.len().max(1) as f64
+}
+
+impl Shedder for BandShedder {
+    fn kind(&self) -> ShedderKind {
+        ShedderKind::BandShedder
+    }
+
+    fn find_bundles(&mut self, ctx: &SheddingContext<'_>) -> SheddingOutcome {
+        let s = ctx.settings;
+        let spread_limit = s.loadmgr_band_shedder_spread_percentage;
+        let plan_spread = s.loadmgr_band_shedder_plan_spread_percentage;
+        let hits_needed = s.loadmgr_band_shedder_hit_count.max(0);
+        let w = weights4(s);
+        let mut out = SheddingOutcome::default();
+
+        // 1. Learn, then complete every broker's costs.
+        let own = self.learn(ctx);
+        let prior = cost_model::median_absolute_costs(ctx.load.brokers().map(|(id, e)| {
+            (own[id.as_str()], cost_model::capacities(&e.local))
+        }));
+
+        // 2. Score by the model.
+        let pctx = PlacementContext::new(ctx.load, s, ctx.policies).with_now(ctx.now);
+        let excluded = &s.load_balancer_shedding_excluded_namespaces;
+        let items_of = |id: &str| -> Vec<Item<'_>> {
+            sheddable_bundles(ctx.load, id)
+                .into_iter()
+                .filter(|(name, _)| excluded.is_empty() || !excluded.contains(namespace_of(name)))
+                .map(|(name, d)| Item {
+                    bundle: name.as_str(),
+                    traffic: cost_model::bundle_traffic(&d.short_term_data),
+                    topics: d.topics as i64,
+                })
+                .filter(|it| it.traffic.iter().any(|t| *t > 0.0))
+                .collect()
+        };
+        let mut nodes: Vec<Node<'_>> = pctx
+            .brokers
+            .iter()
+            .map(|b| {
+                let local = &b.entry.local;
+                let cost = cost_model::complete_costs(
+                    own[b.id],
+                    &cost_model::capacities(local),
+                    &prior,
+                );
+                let raw = cost_model::weighted_percentages(local, &w);
+                let x = cost_model::broker_traffic(local);
+                // Explained by traffic wherever the broker has traffic (its own cost, else the cluster's): its
+                // host usage lags behind bundles it just received. Its raw usage where it has none.
+                let p: Vector = std::array::from_fn(|r| {
+                    if x[r] >= cost_model::MIN_TRAFFIC[r] && cost[r] > 0.0 {
+                        cost[r] * x[r]
+                    } else {
+                        raw[r]
+                    }
+                });
+                Node {
+                    id: b.id,
+                    p,
+                    cost,
+                    items: None,
+                }
+            })
+            .collect();
+        if nodes.len() < 2 {
+            return out;
+        }
+        let scores: Vec<f64> = nodes.iter().map(|n| cost_model::score(&n.p)).collect();
+        let mean = mean_of(&nodes);
+        let (lo, hi) = scores
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), s| {
+                (a.min(*s), b.max(*s))
+            });
+        let spread = hi - lo;
+
+        // 3. Trigger.
+        let current: BTreeSet<String> = nodes.iter().map(|n| n.id.to_owned()).collect();
+        let joined: BTreeSet<&str> = match &self.seen {
+            Some(seen) => nodes
+                .iter()
+                .map(|n| n.id)
+                .filter(|id| !seen.contains(*id))
+                .collect(),
+            None => BTreeSet::new(),
+        };
+        self.seen = Some(current);
+        let half = spread_limit / 2.0;
+        let mut confirmed: Vec<String> = Vec::new();
+        let mut waiting: Vec<String> = Vec::new();
+        for (i, n) in nodes.iter().enumerate() {
+            let Some(side) = side_of(scores[i], mean, half).filter(|_| spread > spread_limit)
+            else {
+                self.hits.remove(n.id);
+                continue;
+            };
+            let count = match self.hits.get(n.id) {
+                Some((prev, k)) if *prev == side => k + 1,
+                _ => 1,
+            };
+            self.hits.insert(n.id.to_owned(), (side, count));
+            let empty = ctx
+                .load
+                .broker(n.id)
+                .is_none_or(|e| e.local.bundles.is_empty());
+            let at_once = side == Side::Below && (empty || joined.contains(n.id));
+            let label = format!(
+                "{} {} ({} the band, {count}/{hits_needed} cycles{})",
+                n.id,
+                num(scores[i]),
+                if side == Side::Above { "above" } else { "below" },
+                if at_once { ", empty or new" } else { "" }
+            );
+            if count >= hits_needed || at_once || self.unfinished {
+                confirmed.push(label);
+            } else {
+                waiting.push(label);
+            }
+        }
+        if spread <= spread_limit {
+            out.skipped.push(Skipped::new(
+                "cluster",
+                format!(
+                    "BandShedder: balanced: spread {} ≤ {} (mean {})",
+                    num(spread),
+                    num(spread_limit),
+                    num(mean)
+                ),
+            ));
+            return out;
+        }
+        if confirmed.is_empty() {
+            out.skipped.push(Skipped::new(
+                "cluster",
+                format!(
+                    "BandShedder: spread {} > {} but no broker has been out of the band long enough: {}",
+                    num(spread),
+                    num(spread_limit),
+                    waiting.join(", ")
+                ),
+            ));
+            return out;
+        }
+        self.hits.clear();
+        self.unfinished = false;
+
+        // 4. Plan.
+        let no_return_ms = s.loadmgr_band_shedder_no_return_minutes.saturating_mul(60_000);
+        let left = &self.left;
+        let returns = |bundle: &str, dst: &str| {
+            left.get(bundle).is_some_and(|v| {
+                v.iter()
+                    .any(|(b, t)| b == dst && ctx.now - *t < no_return_ms)
+            })
+        };
+        let max_topics = s.load_balancer_broker_max_topics as i64;
+        let topics_filter_on = pctx.brokers.iter().any(|b| b.topics <= max_topics);
+        let mut added_topics = vec![0i64; nodes.len()];
+        // (broker or failure domain, anti-affinity group) → the one new namespace it receives in this plan.
+        let mut group_gain: HashMap<(String, String), String> = HashMap::new();
+        let mut planned_ns: HashSet<(usize, String)> = HashSet::new();
+        let budget = match s.loadmgr_band_shedder_max_moves_per_cycle {
+            n if n <= 0 => usize::MAX,
+            n => n as usize,
+        };
+        let before: Vec<f64> = scores.clone();
+        let mut moves_out = vec![0u32; nodes.len()];
+        let mut moves_in = vec![0u32; nodes.len()];
+        let stop: String;
+        let mut planned: Vec<Candidate> = Vec::new();
+        loop {
+            if planned.len() >= budget {
+                self.unfinished = true;
+                stop = format!("move budget of {budget} reached; the next cycle goes on");
+                break;
+            }
+            let m = mean_of(&nodes);
+            let sc: Vec<f64> = nodes.iter().map(|n| cost_model::score(&n.p)).collect();
+            let mut order: Vec<usize> = (0..nodes.len()).collect();
+            order.sort_by(|a, b| sc[*a].total_cmp(&sc[*b]));
+            let predicted_spread = sc[order[order.len() - 1]] - sc[order[0]];
+            if predicted_spread <= plan_spread {
+                stop = format!(
+                    "predicted spread {} ≤ {}",
+                    num(predicted_spread),
+                    num(plan_spread)
+                );
+                break;
+            }
+            let mut best: Option<Weighed<'_>> = None;
+            let mut second: Option<Weighed<'_>> = None;
+            let mut weighed = 0usize;
+            for &src in order.iter().rev().take(SOURCES_PER_STEP) {
+                if sc[src] <= m {
+                    break;
+                }
+                if nodes[src].items.is_none() {
+                    nodes[src].items = Some(items_of(nodes[src].id));
+                }
+                for (k, item) in nodes[src].items.iter().flatten().enumerate() {
+                    let cands = pctx.candidates(item.bundle);
+                    let allowed_elsewhere = cands.base.iter().any(|i| *i != src);
+                    if !allowed_elsewhere
+                        || filters::anti_affinity_allows_unload(
+                            &pctx,
+                            item.bundle,
+                            nodes[src].id,
+                            &cands.base,
+                        )
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    let ns = namespace_of(item.bundle);
+                    let group = ctx.policies.anti_affinity_group(ns);
+                    let mut tried = 0;
+                    for &dst in &order {
+                        if tried == DESTINATIONS_PER_BUNDLE || sc[dst] >= sc[src] {
+                            break;
+                        }
+                        if dst == src
+                            || cands.filtered.binary_search(&dst).is_err()
+                            || returns(item.bundle, nodes[dst].id)
+                        {
+                            continue;
+                        }
+                        if topics_filter_on
+                            && pctx.brokers[dst].topics + added_topics[dst] + item.topics
+                                > max_topics
+                        {
+                            continue;
+                        }
+                        if let Some(g) = group {
+                            if !planned_ns.contains(&(dst, ns.to_owned())) {
+                                let key = group_key(&pctx, dst, ctx.settings.failure_domains_enabled);
+                                if group_gain
+                                    .get(&(key, g.to_owned()))
+                                    .is_some_and(|other| other != ns)
+                                {
+                                    continue;
+                                }
+                            }
+                        }
+                        tried += 1;
+                        weighed += 1;
+                        let src_p =
+                            cost_model::shifted(&nodes[src].p, &nodes[src].cost, &item.traffic, -1.0);
+                        let dst_p =
+                            cost_model::shifted(&nodes[dst].p, &nodes[dst].cost, &item.traffic, 1.0);
+                        let (s1, d1) = (cost_model::score(&src_p), cost_model::score(&dst_p));
+                        // Never past the source, nor above the plan band's top: a destination overshot with
+                        // fresh bundles could not shed them again within the grace period.
+                        if d1 > s1 || d1 > m + plan_spread / 2.0 {
+                            continue;
+                        }
+                        let sq = |v: f64| (v - m) * (v - m);
+                        let gain = sq(sc[src]) + sq(sc[dst]) - sq(s1) - sq(d1);
+                        let w = Weighed {
+                            bundle: item.bundle,
+                            src,
+                            item: k,
+                            dst,
+                            gain,
+                            src_after: s1,
+                            dst_after: d1,
+                        };
+                        if best.is_none_or(|b| gain > b.gain) {
+                            second = best;
+                            best = Some(w);
+                        } else if second.is_none_or(|b| gain > b.gain) {
+                            second = Some(w);
+                        }
+                    }
+                }
+            }
+            let Some(b) = best.filter(|b| b.gain > 1e-9) else {
+                stop = "no move left improves the balance".into();
+                break;
+            };
+            let item = nodes[b.src]
+                .items
+                .as_mut()
+                .expect("a source's bundles are listed")
+                .swap_remove(b.item);
+            let (src_id, dst_id) = (nodes[b.src].id, nodes[b.dst].id);
+            let alt = match second {
+                Some(a) => format!(
+                    "next best: {} {} -> {}, benefit {}",
+                    a.bundle,
+                    nodes[a.src].id,
+                    nodes[a.dst].id,
+                    num(a.gain)
+                ),
+                None => "no alternative".into(),
+            };
+            let reason = format!(
+                "BandShedder: {src_id} {} -> {} and {dst_id} {} -> {} predicted (mean {}, plan spread {}); benefit {} points², best of {weighed} moves weighed ({alt})",
+                num(sc[b.src]),
+                num(b.src_after),
+                num(sc[b.dst]),
+                num(b.dst_after),
+                num(m),
+                num(plan_spread),
+                num(b.gain),
+            );
+            nodes[b.src].p =
+                cost_model::shifted(&nodes[b.src].p, &nodes[b.src].cost, &item.traffic, -1.0);
+            nodes[b.dst].p =
+                cost_model::shifted(&nodes[b.dst].p, &nodes[b.dst].cost, &item.traffic, 1.0);
+            added_topics[b.dst] += item.topics;
+            let ns = namespace_of(item.bundle);
+            if let Some(g) = ctx.policies.anti_affinity_group(ns) {
+                let key = group_key(&pctx, b.dst, ctx.settings.failure_domains_enabled);
+                group_gain
+                    .entry((key, g.to_owned()))
+                    .or_insert_with(|| ns.to_owned());
+            }
+            planned_ns.insert((b.dst, ns.to_owned()));
+            moves_out[b.src] += 1;
+            moves_in[b.dst] += 1;
+            planned.push(Candidate {
+                bundle: item.bundle.to_owned(),
+                source: src_id.to_owned(),
+                planned: Some(dst_id.to_owned()),
+                binding: true,
+                reason,
+            });
+        }
+        let after: Vec<f64> = nodes.iter().map(|n| cost_model::score(&n.p)).collect();
+        out.prediction = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| BrokerPrediction {
+                broker: n.id.to_owned(),
+                score_now: before[i],
+                score_after: after[i],
+                moves_out: moves_out[i],
+                moves_in: moves_in[i],
+            })
+            .collect();
+        out.skipped.push(Skipped::new(
+            "cluster",
+            format!(
+                "BandShedder: spread {} > {} (mean {}; out of band: {}); planned {} move(s), stopped: {stop}",
+                num(spread),
+                num(spread_limit),
+                num(mean),
+                confirmed.join(", "),
+                planned.len()
+            ),
+        ));
+        out.candidates = planned;
+        out
+    }
+
+    fn on_active_brokers_change(&mut self, active: &BTreeSet<String>) {
+        self.samples.retain(|b, _| active.contains(b));
+        self.hits.retain(|b, _| active.contains(b));
+        self.last_traffic.retain(|b, _| active.contains(b));
+    }
+
+    fn on_unloads_planned(&mut self, unloads: &[UnloadDecision], now: i64) {
+        for u in unloads {
+            self.left
+                .entry(u.bundle.clone())
+                .or_default()
+                .push((u.source.clone(), now));
+        }
+        // Forget moves older than a day: no sensible no-return window is longer.
+        let horizon = now - 24 * 60 * 60_000;
+        self.left.retain(|_, v| {
+            v.retain(|(_, t)| *t >= horizon);
+            !v.is_empty()
+        });
+    }
+}
+
+/// The key anti-affinity counts under: the broker, or its failure domain when domains are enabled.
+fn group_key(ctx: &PlacementContext<'_>, broker: usize, domains: bool) -> String {
+    let id = ctx.brokers[broker].id;
+    if domains {
+        format!("domain:{}", ctx.policies.domain_of(id))
+    } else {
+        id.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,246 @@
+//! BandShedder's decisions on small clusters whose usage follows a known cost: 1 cpu point per 100 msg/s on a
+//! broker of 100 % cpu, half that on a broker twice the size.
+
+use std::collections::BTreeSet;
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use crate::config::{Settings, ShedderKind};
+use crate::core::policies::{ClusterPolicies, NamespacePolicy};
+use crate::core::{run_shedding_cycle, LoadData, Plan, Strategies};
+use crate::model::{BundleData, LocalBrokerData, ResourceUsage, MODULAR_LOAD_MANAGER_CLASS};
+
+const NOW: i64 = 1_700_000_000_000;
+
+/// A broker of `size` × 100 % cpu serving `bundles` (name, msg/s in), plus `extra` cpu points not caused by
+/// traffic (a spike).
+fn report(size: f64, bundles: &[(&str, f64)], extra: f64) -> LocalBrokerData {
+    let rate: f64 = bundles.iter().map(|b| b.1).sum();
+    LocalBrokerData {
+        // 1 point of one core per 100 msg/s in: usage in % of one core; the limit scales with the size.
+        cpu: ResourceUsage::new(rate / 100.0 + extra * size, 100.0 * size),
+        msg_rate_in: rate,
+        bundles: bundles.iter().map(|b| b.0.to_string()).collect(),
+        load_manager_class_name: Some(MODULAR_LOAD_MANAGER_CLASS.into()),
+        last_update: NOW - 1000,
+        ..Default::default()
+    }
+}
+
+fn data(rate: f64) -> BundleData {
+    let mut d = BundleData::default();
+    for w in [&mut d.short_term_data, &mut d.long_term_data] {
+        w.msg_rate_in = rate;
+        w.msg_rate_out = 0.0;
+        w.msg_throughput_in = 0.0;
+        w.msg_throughput_out = 0.0;
+    }
+    d.topics = 4;
+    d
+}
+
+/// Brokers as (id, size, [(bundle, msg/s)], extra points).
+fn cluster(spec: &[(&str, f64, Vec<(&str, f64)>, f64)]) -> LoadData {
+    let mut ld = LoadData::new();
+    for (id, size, bundles, extra) in spec {
+        ld.insert_broker(id, report(*size, bundles, *extra));
+        for (b, r) in bundles {
+            ld.set_bundle(b, data(*r));
+        }
+    }
+    ld
+}
+
+fn settings() -> Settings {
+    let mut s = Settings::default();
+    s.load_balancer_load_shedding_strategy = ShedderKind::BandShedder;
+    s.resolve().expect("valid settings");
+    s
+}
+
+fn cycle_at(ld: &mut LoadData, s: &Settings, p: &ClusterPolicies, st: &mut Strategies, now: i64) -> Plan {
+    run_shedding_cycle(ld, s, p, st, now, &mut StdRng::seed_from_u64(7))
+}
+
+fn cycle(ld: &mut LoadData, s: &Settings, st: &mut Strategies) -> Plan {
+    cycle_at(ld, s, &ClusterPolicies::none(), st, NOW)
+}
+
+fn bundles(prefix: &str, n: usize, rate: f64) -> Vec<(String, f64)> {
+    (0..n)
+        .map(|i| {
+            let lo = i as u64 * 0x1000_0000;
+            (format!("{prefix}/0x{lo:08x}_0x{:08x}", lo + 0x1000_0000), rate)
+        })
+        .collect()
+}
+
+fn refs(v: &[(String, f64)]) -> Vec<(&str, f64)> {
+    v.iter().map(|(b, r)| (b.as_str(), *r)).collect()
+}
+
+#[test]
+fn a_balanced_cluster_is_left_alone() {
+    let a = bundles("t/a", 5, 1000.0);
+    let b = bundles("t/b", 5, 1100.0);
+    let mut ld = cluster(&[("b1:8080", 1.0, refs(&a), 0.0), ("b2:8080", 1.0, refs(&b), 0.0)]);
+    let s = settings();
+    let mut st = Strategies::from_settings(&s);
+    for _ in 0..5 {
+        let plan = cycle(&mut ld, &s, &mut st);
+        assert!(plan.unloads.is_empty(), "{plan:?}");
+        assert!(plan.skipped[0].reason.contains("balanced: spread 5.0"), "{plan:?}");
+    }
+}
+
+#[test]
+fn an_empty_broker_is_filled_at_once_and_the_plan_predicts_the_result() {
+    // b1 at 80 points (8 × 1000 msg/s), b2 empty: one cycle, four moves of 10 points each → 40 / 40.
+    let a = bundles("t/a", 8, 1000.0);
+    let mut ld = cluster(&[("b1:8080", 1.0, refs(&a), 0.0), ("b2:8080", 1.0, vec![], 0.0)]);
+    let s = settings();
+    let mut st = Strategies::from_settings(&s);
+    let plan = cycle(&mut ld, &s, &mut st);
+    assert_eq!(plan.unloads.len(), 4, "{plan:?}");
+    for u in &plan.unloads {
+        assert_eq!(u.destination.as_deref(), Some("b2:8080"));
+        assert!(u.reason.starts_with("BandShedder: b1:8080 "), "{}", u.reason);
+    }
+    let p: Vec<(&str, f64, f64)> = plan
+        .prediction
+        .iter()
+        .map(|p| (p.broker.as_str(), p.score_now, p.score_after))
+        .collect();
+    assert_eq!(p, vec![("b1:8080", 80.0, 40.0), ("b2:8080", 0.0, 40.0)]);
+}
+
+#[test]
+fn a_hot_broker_waits_for_the_hit_count() {
+    // 60 vs 40 points: out of the band on both sides, but neither broker is empty or new after the first cycle.
+    let a = bundles("t/a", 6, 1000.0);
+    let b = bundles("t/b", 4, 1000.0);
+    let mut ld = cluster(&[("b1:8080", 1.0, refs(&a), 0.0), ("b2:8080", 1.0, refs(&b), 0.0)]);
+    let s = settings();
+    let mut st = Strategies::from_settings(&s);
+    let first = cycle(&mut ld, &s, &mut st);
+    assert!(first.unloads.is_empty());
+    assert!(first.skipped[0].reason.contains("1/2 cycles"), "{first:?}");
+    let second = cycle(&mut ld, &s, &mut st);
+    assert_eq!(second.unloads.len(), 1, "{second:?}");
+}
+
+#[test]
+fn a_cpu_spike_that_traffic_does_not_explain_moves_nothing() {
+    let a = bundles("t/a", 5, 1000.0);
+    let b = bundles("t/b", 5, 1000.0);
+    let s = settings();
+    let mut st = Strategies::from_settings(&s);
+    // Three quiet cycles teach the costs; then b1 burns 40 more points for two cycles with the same traffic.
+    for extra in [0.0, 0.0, 0.0, 40.0, 40.0, 0.0, 0.0] {
+        let mut ld = cluster(&[("b1:8080", 1.0, refs(&a), extra), ("b2:8080", 1.0, refs(&b), 0.0)]);
+        let plan = cycle(&mut ld, &s, &mut st);
+        assert!(plan.unloads.is_empty(), "extra {extra}: {plan:?}");
+    }
+}
+
+#[test]
+fn heterogeneous_brokers_are_balanced_by_usage_not_by_rate() {
+    // Same traffic on both; b2 is twice the size, so it runs at half the points: 60 vs 30.
+    let a = bundles("t/a", 6, 1000.0);
+    let b = bundles("t/b", 6, 1000.0);
+    let mut ld = cluster(&[("b1:8080", 1.0, refs(&a), 0.0), ("b2:8080", 2.0, refs(&b), 0.0)]);
+    let s = settings();
+    let mut st = Strategies::from_settings(&s);
+    cycle(&mut ld, &s, &mut st);
+    let plan = cycle(&mut ld, &s, &mut st);
+    // Moving 2 bundles: b1 40, b2 (8000 msg/s on 200 %) 40.
+    assert_eq!(plan.unloads.len(), 2, "{plan:?}");
+    let after: Vec<f64> = plan.prediction.iter().map(|p| p.score_after).collect();
+    assert_eq!(after, vec![40.0, 40.0]);
+}
+
+#[test]
+fn the_move_budget_caps_a_plan() {
+    let a = bundles("t/a", 8, 1000.0);
+    let mut ld = cluster(&[("b1:8080", 1.0, refs(&a), 0.0), ("b2:8080", 1.0, vec![], 0.0)]);
+    let mut s = settings();
+    s.loadmgr_band_shedder_max_moves_per_cycle = 2;
+    let mut st = Strategies::from_settings(&s);
+    let plan = cycle(&mut ld, &s, &mut st);
+    assert_eq!(plan.unloads.len(), 2);
+    assert!(
+        plan.skipped.iter().any(|k| k.reason.contains("move budget of 2 reached")),
+        "{plan:?}"
+    );
+}
+
+#[test]
+fn a_bundle_is_not_planned_back_onto_the_broker_it_left() {
+    // First plan: b1 (80) → b2 (0). Then traffic shifts so that b2 is hot: the bundles it received must not go
+    // back to b1 within the no-return window, though b1 is the coolest.
+    let a = bundles("t/a", 8, 1000.0);
+    let mut ld = cluster(&[("b1:8080", 1.0, refs(&a), 0.0), ("b2:8080", 1.0, vec![], 0.0)]);
+    let s = settings();
+    let mut st = Strategies::from_settings(&s);
+    let plan = cycle(&mut ld, &s, &mut st);
+    let moved: BTreeSet<String> = plan.unloads.iter().map(|u| u.bundle.clone()).collect();
+    assert_eq!(moved.len(), 4);
+    // Now b2 holds the moved bundles at 3× their rate, b1 the rest; b3 joins empty.
+    let on_b2: Vec<(&str, f64)> = moved.iter().map(|b| (b.as_str(), 3000.0)).collect();
+    let on_b1: Vec<(&str, f64)> = a
+        .iter()
+        .filter(|(b, _)| !moved.contains(b))
+        .map(|(b, r)| (b.as_str(), *r))
+        .collect();
+    let mut ld = cluster(&[
+        ("b1:8080", 1.0, on_b1, 0.0),
+        ("b2:8080", 1.0, on_b2, 0.0),
+        ("b3:8080", 1.0, vec![], 0.0),
+    ]);
+    let later = NOW + 45 * 60_000;
+    let plan = cycle_at(&mut ld, &s, &ClusterPolicies::none(), &mut st, later);
+    assert!(!plan.unloads.is_empty());
+    for u in &plan.unloads {
+        assert!(moved.contains(&u.bundle));
+        assert_ne!(u.destination.as_deref(), Some("b1:8080"), "{u:?}");
+    }
+}
+
+#[test]
+fn anti_affinity_namespaces_do_not_land_on_one_broker_in_one_plan() {
+    // Two namespaces of one anti-affinity group on b1; b2 and b3 are empty. A plan may send at most one of the
+    // group's namespaces to each of them.
+    let a = bundles("t/a", 4, 1000.0);
+    let b = bundles("t/b", 4, 1000.0);
+    let mut on_b1 = refs(&a);
+    on_b1.extend(refs(&b));
+    let mut ld = cluster(&[
+        ("b1:8080", 1.0, on_b1, 0.0),
+        ("b2:8080", 1.0, vec![], 0.0),
+        ("b3:8080", 1.0, vec![], 0.0),
+    ]);
+    let group = NamespacePolicy {
+        anti_affinity_group: Some("g".into()),
+        ..Default::default()
+    };
+    let p = ClusterPolicies {
+        namespaces: [("t/a".to_owned(), group.clone()), ("t/b".to_owned(), group)]
+            .into_iter()
+            .collect(),
+        ..Default::default()
+    };
+    let s = settings();
+    let mut st = Strategies::from_settings(&s);
+    let plan = cycle_at(&mut ld, &s, &p, &mut st, NOW);
+    assert!(!plan.unloads.is_empty(), "{plan:?}");
+    for dst in ["b2:8080", "b3:8080"] {
+        let namespaces: BTreeSet<&str> = plan
+            .unloads
+            .iter()
+            .filter(|u| u.destination.as_deref() == Some(dst))
+            .map(|u| crate::core::namespace_of(&u.bundle))
+            .collect();
+        assert!(namespaces.len() <= 1, "{dst}: {namespaces:?}");
+    }
+}
