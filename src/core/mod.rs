@@ -46,8 +46,9 @@
 //!   available reads it so). OverloadShedder and LeastLongTermMessageRate: weighted per PIP-358 (PR #22888,
 //!   merged). AvgShedder, modular LeastResourceUsageWithWeight (newest copy read) and the overload re-check:
 //!   four-weight form.
-//! * **Usage above 100 %.** ThresholdShedder recomputes with the "within limit" variant (PR #16937); the revert
-//!   discussed in issue #18598 is not in the newest copy read, so it is kept.
+//! * **Usage above 100 %.** Counted as is by every strategy. ThresholdShedder and modular
+//!   LeastResourceUsageWithWeight ignored terms above 100 % from PR #16937 until its revert (PR #18645,
+//!   2.10.3/2.11.0); current Pulsar feeds the raw weighted max into both moving averages.
 //! * **`atLeastOneBundleSelected`.** The Threshold/Overload shedders read use a local flag that always takes at
 //!   least one bundle; the setting itself is not consulted, and loadmgr does the same.
 //! * **Shared brokers.** `NamespaceIsolationPolicies.isSharedBroker`: a broker is shared unless some policy
