@@ -299,11 +299,11 @@ impl LoadData {
         &self.ema_settings
     }
 
-    /// One broker's extensible load data as read at `now` (a report without `lastUpdate` counts as current).
-    pub fn extensible_load(&self, broker: &str, now: i64) -> Option<BrokerLoadEma> {
+    /// One broker's extensible load data (its `updatedAt` is the report's `lastUpdate`, 0 when absent).
+    pub fn extensible_load(&self, broker: &str) -> Option<BrokerLoadEma> {
         self.brokers
             .get(broker)
-            .map(|e| BrokerLoadEma::of(&e.local, &e.extensible, now))
+            .map(|e| BrokerLoadEma::of(&e.local, &e.extensible))
     }
 
     /// Pulsar's full `updateBundleData` pass: one sample for every bundle of every broker's last report, then

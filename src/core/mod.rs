@@ -98,8 +98,6 @@
 //! * Aggregation samples the bundles of the broker whose report arrived, not every bundle on every
 //!   notification ([`load_data`]); [`LoadData::resample_all`] is Pulsar's full pass.
 //! * Ties and random choices are deterministic (see *Determinism*).
-//! * A report without `lastUpdate` counts as current for the extensible manager's TTL and cool-down checks
-//!   (Pulsar's brokers always stamp their `BrokerLoadData`).
 
 pub mod explain;
 pub mod extensible;
