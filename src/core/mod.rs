@@ -114,9 +114,11 @@ pub mod split;
 
 mod cycle;
 
-pub use cycle::{run_shedding_cycle, Strategies};
+pub use cycle::{run_shedding_cycle, run_shedding_cycle_with_candidates, Strategies};
 pub use load_data::{BrokerEntry, LoadData, NoSeeds, SeedSource, StoredSeeds};
-pub use plan::{Assignment, Plan, Skipped, SplitDecision, UnloadDecision};
+pub use plan::{
+    Assignment, Dropped, Plan, ShedderCandidate, Skipped, SplitDecision, UnloadDecision,
+};
 pub use policies::{ClusterPolicies, IsolationPolicy, NamespacePolicy};
 
 use crate::config::Settings;
