@@ -6,6 +6,9 @@
 //! not planned twice; the snapshot's reports are not changed between cycles — later cycles see the same load,
 //! as a leader does until brokers report again. Split selection runs once, after the last cycle.
 //!
+//! The snapshot's decision state is restored first: its extensible EMAs are the load data's
+//! ([`Snapshot::to_load_data`]) and its recently unloaded brokers go to the shedder ([`Snapshot::restore`]).
+//!
 //! With [`ExplainOptions::candidates`] the report also lists every shedder proposal before the cycle's checks
 //! and placement ([`ShedderCandidate`]), so a strategy's own choice shows even when placement drops it; a
 //! dropped proposal is also a skipped entry with [`Skipped::dropped`] set, whether or not candidates are listed.
@@ -103,6 +106,7 @@ pub fn run(snapshot: &Snapshot, options: &ExplainOptions) -> Result<ExplainRepor
     let extensible = settings.load_manager_class_name == LoadManagerKind::Extensible
         || shedder == ShedderKind::TransferShedder;
     let mut strategies = Strategies::new(shedder, placement, extensible);
+    snapshot.restore(&mut strategies);
     let policies = snapshot.policies()?;
     let mut load = snapshot.to_load_data();
     let mut rng = StdRng::seed_from_u64(options.seed);
@@ -420,6 +424,51 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("      => kept: unload\n"), "{text}");
+    }
+
+    #[test]
+    fn transfer_shedder_uses_the_snapshots_decision_state() {
+        let mut v: serde_json::Value =
+            serde_json::from_str(include_str!("../../examples/snapshot.json")).unwrap();
+        let options = ExplainOptions {
+            shedder: Some(ShedderKind::TransferShedder),
+            ..Default::default()
+        };
+        let first_reason = |v: &serde_json::Value| {
+            let r = run(&Snapshot::from_value(v.clone()).unwrap(), &options).unwrap();
+            r.plan.skipped[0].reason.clone()
+        };
+        let plain = first_reason(&v);
+        // EMAs from the reports: cpu 85, 20, 50 and 45 %.
+        assert!(
+            plain.contains(
+                "HitCount: condition hit 0 <= threshold 3 (std 0.2318 vs target 0.25, avg 0.5)"
+            ),
+            "{plain}"
+        );
+        // The snapshot's EMAs instead: equal everywhere, std 0.
+        let brokers: Vec<String> = v["brokers"].as_object().unwrap().keys().cloned().collect();
+        v["extensibleEma"] = brokers
+            .iter()
+            .map(|b| {
+                let ema = serde_json::json!({"weightedMaxEMA": 0.5, "msgThroughputEMA": 1000.0});
+                (b.clone(), ema)
+            })
+            .collect();
+        let even = first_reason(&v);
+        assert!(
+            even.contains(
+                "HitCount: condition hit 0 <= threshold 3 (std 0.0 vs target 0.25, avg 0.5)"
+            ),
+            "{even}"
+        );
+        // broker-1 was unloaded from 10 s before its report (lastUpdate now − 20 s): cool-down.
+        v["recentlyUnloadedBrokers"] = serde_json::json!({"broker-1:8080": 1699999970000i64});
+        let cool = first_reason(&v);
+        assert!(
+            cool.contains("CoolDown: broker-1:8080 load data is 10s newer than its last unload"),
+            "{cool}"
+        );
     }
 
     #[test]

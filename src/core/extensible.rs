@@ -59,8 +59,13 @@ pub struct ExtensibleEma {
     pub weighted_max_ema: f64,
     /// EMA of `msgThroughputIn + msgThroughputOut`, B/s.
     pub msg_throughput_ema: f64,
-    /// Reports folded in.
+    /// Reports folded in (1 for a value [restored](Self::restored) from a snapshot).
     pub samples: u64,
+    /// Whether the value was restored from a snapshot rather than folded from reports. A restored value is a
+    /// history of unknown length, so a change of the EMA settings does not re-seed it
+    /// ([`LoadData::set_ema_settings`](super::LoadData::set_ema_settings)); the next report advances it as any
+    /// history and clears the flag.
+    pub restored: bool,
 }
 
 impl Default for ExtensibleEma {
@@ -70,6 +75,7 @@ impl Default for ExtensibleEma {
             weighted_max_ema: 1.0,
             msg_throughput_ema: 0.0,
             samples: 0,
+            restored: false,
         }
     }
 }
@@ -78,6 +84,16 @@ impl ExtensibleEma {
     /// The data after the first report.
     pub fn first(report: &LocalBrokerData, settings: &EmaSettings) -> Self {
         Self::default().advanced(report, settings)
+    }
+
+    /// EMAs as a snapshot carries them (Pulsar's `BrokerLoadData` `weightedMaxEMA` and `msgThroughputEMA`).
+    pub fn restored(weighted_max_ema: f64, msg_throughput_ema: f64) -> Self {
+        Self {
+            weighted_max_ema,
+            msg_throughput_ema,
+            samples: 1,
+            restored: true,
+        }
     }
 
     /// The data after one more report.
@@ -89,6 +105,7 @@ impl ExtensibleEma {
                 weighted_max_ema: w,
                 msg_throughput_ema: tp,
                 samples: 1,
+                restored: false,
             };
         }
         let h = settings.history;
@@ -96,6 +113,7 @@ impl ExtensibleEma {
             weighted_max_ema: self.weighted_max_ema * h + (1.0 - h) * w,
             msg_throughput_ema: self.msg_throughput_ema * h + (1.0 - h) * tp,
             samples: self.samples.saturating_add(1),
+            restored: false,
         }
     }
 }

@@ -279,8 +279,9 @@ impl LoadData {
     }
 
     /// Sets the weights and history percentage of the extensible EMAs. Brokers whose only sample was taken with
-    /// other settings are re-seeded from their report; longer histories are kept and move with the new settings
-    /// from the next report on (as on a Pulsar broker whose dynamic config changed).
+    /// other settings are re-seeded from their report; longer histories and restored values
+    /// ([`LoadData::restore_extensible_ema`]) are kept and move with the new settings from the next report on
+    /// (as on a Pulsar broker whose dynamic config changed).
     pub fn set_ema_settings(&mut self, settings: &Settings) {
         let new = EmaSettings::from_settings(settings);
         if new == self.ema_settings {
@@ -288,9 +289,21 @@ impl LoadData {
         }
         self.ema_settings = new;
         for e in self.brokers.values_mut() {
-            if e.extensible.samples <= 1 {
+            if e.extensible.samples <= 1 && !e.extensible.restored {
                 e.extensible = ExtensibleEma::first(&e.local, &new);
             }
+        }
+    }
+
+    /// Replaces a known broker's extensible EMAs with values a snapshot carries (what its `BrokerLoadData`
+    /// published); the next report advances them. Returns false (and changes nothing) for an unknown broker.
+    pub fn restore_extensible_ema(&mut self, broker: &str, ema: ExtensibleEma) -> bool {
+        match self.brokers.get_mut(broker) {
+            Some(e) => {
+                e.extensible = ema;
+                true
+            }
+            None => false,
         }
     }
 

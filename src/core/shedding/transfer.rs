@@ -232,6 +232,12 @@ impl Shedder for TransferShedder {
         ShedderKind::TransferShedder
     }
 
+    fn restore_recently_unloaded_brokers(&mut self, brokers: &BTreeMap<String, i64>) {
+        for (broker, at) in brokers {
+            self.record_unloaded_broker(broker, *at);
+        }
+    }
+
     fn find_bundles(&mut self, ctx: &SheddingContext<'_>) -> SheddingOutcome {
         let s = ctx.settings;
         let mut out = SheddingOutcome::default();
