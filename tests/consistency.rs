@@ -187,6 +187,8 @@ fn world(name: &str, description: &str, duration_ms: i64, owner: impl Fn(usize) 
             .collect(),
         stored_bundle_data: Default::default(),
         recently_unloaded: Default::default(),
+        recently_unloaded_brokers: Default::default(),
+        extensible_ema: Default::default(),
         events: Vec::new(),
         spikes: Vec::new(),
     }

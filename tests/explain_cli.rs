@@ -101,3 +101,67 @@ fn cycles_and_snapshot_size_are_bounded() {
         );
     }
 }
+
+#[test]
+fn candidates_show_what_placement_dropped() {
+    let base = [
+        "--snapshot",
+        "examples/placement-keeps-owner.json",
+        "--strategy",
+        "ThresholdShedder",
+        "--placement",
+        "LeastLongTermMessageRate",
+    ];
+    let out = explain(&base);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Unloads (0):"), "{text}");
+    assert!(!text.contains("Shedder candidates"), "{text}");
+    assert!(
+        text.contains("  t/n/0x00000000_0x80000000 [dropped: currentOwner]: no unload: "),
+        "{text}"
+    );
+
+    let out = explain(&[&base[..], &["--candidates"]].concat());
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(
+            "Shedder candidates, before placement (2):\n  [cycle 1] t/n/0x00000000_0x80000000: a:8080 -> (placement decides)\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("      => dropped by placement: currentOwner\n"),
+        "{text}"
+    );
+
+    let out = explain(&[&base[..], &["--candidates", "--json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let candidates = v["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 2);
+    assert_eq!(candidates[0]["bundle"], "t/n/0x00000000_0x80000000");
+    assert_eq!(candidates[0]["source"], "a:8080");
+    assert!(candidates[0]["planned"].is_null());
+    assert_eq!(candidates[0]["dropped"], "currentOwner");
+    assert!(candidates[0]["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("ThresholdShedder: a:8080 usage 80.0%"));
+    let dropped: Vec<&serde_json::Value> = v["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k.get("dropped").is_some())
+        .collect();
+    assert_eq!(dropped.len(), 2);
+    assert!(dropped.iter().all(|k| k["dropped"] == "currentOwner"));
+
+    let out = explain(&[&base[..], &["--json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.get("candidates").is_none(), "only with --candidates");
+}

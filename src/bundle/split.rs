@@ -71,7 +71,7 @@ impl FromStr for SplitAlgorithm {
 }
 
 /// One topic's traffic, for `flow_or_qps_equally_divide`.
-#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TopicTraffic {
     /// msg/s in + out.

@@ -34,6 +34,11 @@ pub struct ExplainArgs {
     /// Seed of the random choices.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Also print the shedding strategy's own candidates, before the cycle's checks and placement: bundle,
+    /// source, planned destination if any, reason, and whether the cycle kept or dropped it (JSON:
+    /// `candidates`).
+    #[arg(long)]
+    pub candidates: bool,
     /// Print the plan as JSON.
     #[arg(long)]
     pub json: bool,
@@ -82,6 +87,7 @@ pub fn render(args: &ExplainArgs) -> Result<String, String> {
         settings,
         cycles: args.cycles,
         seed: args.seed,
+        candidates: args.candidates,
     };
     let report = explain::run(&snapshot, &options).map_err(|e| e.to_string())?;
     Ok(if args.json {

@@ -617,6 +617,8 @@ impl Settings {
     ///
     /// * `Bandwith` weights: the new key wins if it is not 1.0, else the old one if it is not 1.0.
     /// * `zooKeeper*` timeouts override their `metadataStore*` keys when > 0.
+    /// * `loadBalancerExtentionsTransferShedderDebugModeEnabled` (set explicitly) sets `loadBalancerDebugModeEnabled`
+    ///   unless that key is set explicitly too, which then wins; either way a deprecation warning.
     /// * Extensible load manager: always TransferShedder (any other shedder falls back, with a warning) and
     ///   LeastResourceUsageWithWeight placement.
     /// * Classic shedder with the placement key left unset: placement falls back to LeastLongTermMessageRate.
@@ -651,6 +653,13 @@ impl Settings {
         if self.zoo_keeper_cache_expiry_seconds > 0 {
             self.metadata_store_cache_expiry_seconds = self.zoo_keeper_cache_expiry_seconds;
             warnings.push("zooKeeperCacheExpirySeconds is deprecated and overrides metadataStoreCacheExpirySeconds".into());
+        }
+        if self.is_explicit("loadBalancerExtentionsTransferShedderDebugModeEnabled") {
+            if !self.is_explicit("loadBalancerDebugModeEnabled") {
+                self.load_balancer_debug_mode_enabled =
+                    self.load_balancer_extentions_transfer_shedder_debug_mode_enabled;
+            }
+            warnings.push("loadBalancerExtentionsTransferShedderDebugModeEnabled is deprecated; use loadBalancerDebugModeEnabled".into());
         }
         let shedder = self.load_balancer_load_shedding_strategy;
         let placement_explicit = self.is_explicit("loadBalancerLoadPlacementStrategy");
@@ -1054,6 +1063,19 @@ mod tests {
             .unwrap()
             .settings;
         assert_eq!(s.metadata_store_session_timeout_millis, 5000);
+        let l = load("loadBalancerExtentionsTransferShedderDebugModeEnabled=true\n").unwrap();
+        assert!(l.settings.load_balancer_debug_mode_enabled);
+        let messages: Vec<&str> = l.warnings.iter().map(|w| w.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            ["loadBalancerExtentionsTransferShedderDebugModeEnabled is deprecated; use loadBalancerDebugModeEnabled"]
+        );
+        let s = load(
+            "loadBalancerExtentionsTransferShedderDebugModeEnabled=true\nloadBalancerDebugModeEnabled=false\n",
+        )
+        .unwrap()
+        .settings;
+        assert!(!s.load_balancer_debug_mode_enabled, "the new key wins");
     }
 
     #[test]

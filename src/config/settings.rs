@@ -190,6 +190,9 @@ settings! {
     ("failureDomainsEnabled", dynamic = true) failure_domains_enabled: bool = false;
     /// Extensible: debug logging of decisions.
     ("loadBalancerDebugModeEnabled", dynamic = true) load_balancer_debug_mode_enabled: bool = false;
+    /// Deprecated spelling of `loadBalancerDebugModeEnabled` (the key of Pulsar's first TransferShedder);
+    /// sets it when that key is not set explicitly.
+    ("loadBalancerExtentionsTransferShedderDebugModeEnabled", dynamic = true) load_balancer_extentions_transfer_shedder_debug_mode_enabled: bool = false;
     /// TransferShedder: target standard deviation of broker load (fraction).
     ("loadBalancerBrokerLoadTargetStd", dynamic = true) load_balancer_broker_load_target_std: f64 = 0.25;
     /// TransferShedder: consecutive cycles over target before shedding.

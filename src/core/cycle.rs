@@ -10,9 +10,9 @@ use super::namespace_of;
 use super::placement::{
     filters, select_broker, Pipeline, Placement, PlacementContext, PlacementState,
 };
-use super::plan::{Plan, Skipped, UnloadDecision};
+use super::plan::{Dropped, Plan, ShedderCandidate, Skipped, UnloadDecision};
 use super::policies::ClusterPolicies;
-use super::shedding::{new_shedder, Shedder, SheddingContext};
+use super::shedding::{new_shedder, Candidate, Shedder, SheddingContext};
 use crate::config::{LoadManagerKind, PlacementKind, Settings, ShedderKind};
 
 /// The shedding strategy and the placement strategy, each with its own cross-cycle state. AvgShedder's two
@@ -64,12 +64,13 @@ impl Strategies {
 /// Steps (`ModularLoadManagerImpl.doLoadShedding`): nothing when `loadBalancerEnabled` or
 /// `loadBalancerSheddingEnabled` is off or at most one broker is known; prune recently-unloaded entries older
 /// than `loadBalancerSheddingGracePeriodMinutes`; ask the strategy; then for each proposal, in order: skip
-/// bundles of `loadBalancerSheddingExcludedNamespaces`, bundles still in their grace period, bundles whose
-/// namespace policies allow no other broker, and bundles the anti-affinity rule keeps (these two checks are
-/// modular only: the extensible `UnloadScheduler` runs TransferShedder's decisions without them); choose the
-/// destination (TransferShedder's transfer target as is, otherwise the placement pipeline with AvgShedder's
-/// plan) and skip when none is found or it is the current owner. Finally the strategy is told which unloads
-/// were kept and that the attempt is over.
+/// bundles of `loadBalancerSheddingExcludedNamespaces`, bundles still in their grace period, second proposals
+/// of a bundle, bundles whose namespace policies allow no other broker, and bundles the anti-affinity rule
+/// keeps (these two checks are modular only: the extensible `UnloadScheduler` runs TransferShedder's decisions
+/// without them); choose the destination (TransferShedder's transfer target as is, otherwise the placement
+/// pipeline with AvgShedder's plan) and skip when none is found or it is the current owner. Every proposal
+/// skipped by these steps is a [`Skipped`] entry with its bundle as subject and [`Skipped::dropped`] naming the
+/// step. Finally the strategy is told which unloads were kept and that the attempt is over.
 ///
 /// The load data's extensible EMA settings are set from `settings` first ([`LoadData::set_ema_settings`]).
 ///
@@ -82,6 +83,41 @@ pub fn run_shedding_cycle(
     strategies: &mut Strategies,
     now: i64,
     rng: &mut StdRng,
+) -> Plan {
+    cycle(load, settings, policies, strategies, now, rng, None)
+}
+
+/// [`run_shedding_cycle`], also returning every proposal of the strategy in its order, before the checks and
+/// placement, each with what the cycle did with it ([`ShedderCandidate::dropped`]; cycle number 1).
+pub fn run_shedding_cycle_with_candidates(
+    load: &mut LoadData,
+    settings: &Settings,
+    policies: &ClusterPolicies,
+    strategies: &mut Strategies,
+    now: i64,
+    rng: &mut StdRng,
+) -> (Plan, Vec<ShedderCandidate>) {
+    let mut candidates = Vec::new();
+    let plan = cycle(
+        load,
+        settings,
+        policies,
+        strategies,
+        now,
+        rng,
+        Some(&mut candidates),
+    );
+    (plan, candidates)
+}
+
+fn cycle(
+    load: &mut LoadData,
+    settings: &Settings,
+    policies: &ClusterPolicies,
+    strategies: &mut Strategies,
+    now: i64,
+    rng: &mut StdRng,
+    mut proposals: Option<&mut Vec<ShedderCandidate>>,
 ) -> Plan {
     load.set_ema_settings(settings);
     let mut plan = Plan::default();
@@ -127,81 +163,37 @@ pub fn run_shedding_cycle(
             .map(|c| seen.insert(c.bundle.as_str()))
             .collect()
     };
-    let excluded = &settings.load_balancer_shedding_excluded_namespaces;
     plan.unloads.reserve(outcome.candidates.len());
+    if let Some(p) = proposals.as_deref_mut() {
+        p.reserve(outcome.candidates.len());
+    }
     for (c, first) in outcome.candidates.into_iter().zip(first_proposal) {
-        if !excluded.is_empty() && excluded.contains(namespace_of(&c.bundle)) {
-            let ns = namespace_of(&c.bundle).to_owned();
-            plan.skipped.push(Skipped::new(
-                c.bundle,
-                format!("no unload: namespace {ns} is in loadBalancerSheddingExcludedNamespaces"),
-            ));
-            continue;
+        let decided = decide(
+            &ctx,
+            &mut strategies.placement,
+            rng,
+            &c,
+            first,
+            transfer_shedder,
+        );
+        if let Some(p) = proposals.as_deref_mut() {
+            p.push(ShedderCandidate {
+                bundle: c.bundle.clone(),
+                source: c.source.clone(),
+                planned: c.planned.clone(),
+                binding: c.binding,
+                reason: c.reason.clone(),
+                cycle: 1,
+                dropped: decided.as_ref().err().map(|(d, _)| *d),
+            });
         }
-        if load.is_recently_unloaded(&c.bundle) {
-            plan.skipped.push(Skipped::new(
-                c.bundle,
-                "no unload: unloaded within the grace period",
-            ));
-            continue;
-        }
-        if !first {
-            continue;
-        }
-        // Pulsar's extensible UnloadScheduler runs TransferShedder's decisions without the modular
-        // `doLoadShedding` checks (TransferShedder's isTransferable already ran the extensible filters).
-        if !transfer_shedder {
-            let cands = ctx.candidates(&c.bundle);
-            let policy_candidates = &cands.base;
-            // Some candidate other than the source: with two distinct candidates there always is one.
-            let other = policy_candidates.len() > 1
-                || policy_candidates
-                    .first()
-                    .is_some_and(|i| ctx.brokers[*i].id != c.source);
-            if !other {
-                plan.skipped.push(Skipped::new(
-                    c.bundle,
-                    "no unload: the namespace policies allow no other broker",
-                ));
+        let (destination, why) = match decided {
+            Ok(d) => d,
+            Err((dropped, text)) => {
+                plan.skipped.push(Skipped::dropped(c.bundle, dropped, text));
                 continue;
             }
-            if let Err(why) =
-                filters::anti_affinity_allows_unload(&ctx, &c.bundle, &c.source, policy_candidates)
-            {
-                plan.skipped.push(Skipped::new(c.bundle, why));
-                continue;
-            }
-        }
-        let (destination, why) = match (&c.planned, c.binding) {
-            (Some(dst), true) => (dst.clone(), format!("transfer to {dst}")),
-            _ => match select_broker(
-                &ctx,
-                &mut strategies.placement,
-                &c.bundle,
-                c.planned.as_deref(),
-                Some(&c.source),
-                rng,
-            ) {
-                Ok(sel) => (sel.broker, sel.reason),
-                Err(e) => {
-                    plan.skipped.push(Skipped::new(
-                        c.bundle,
-                        format!("no unload: {}; {e}", c.reason),
-                    ));
-                    continue;
-                }
-            },
         };
-        if destination == c.source {
-            plan.skipped.push(Skipped::new(
-                c.bundle,
-                format!(
-                    "no unload: {}; placement chose the current owner {destination} ({why})",
-                    c.reason
-                ),
-            ));
-            continue;
-        }
         let mut reason = c.reason;
         reason.reserve("; destination: ".len() + why.len());
         reason.push_str("; destination: ");
@@ -218,4 +210,89 @@ pub fn run_shedding_cycle(
     strategies.shedder.on_unloads_planned(&plan.unloads, now);
     strategies.shedder.on_unload_attempt_completed();
     plan
+}
+
+/// The cycle's checks and placement for one proposal: `Ok((destination, how it was chosen))`, or the step
+/// that dropped it with the skipped entry's reason.
+pub(super) fn decide(
+    ctx: &PlacementContext<'_>,
+    placement: &mut PlacementState,
+    rng: &mut StdRng,
+    c: &Candidate,
+    first: bool,
+    transfer_shedder: bool,
+) -> Result<(String, String), (Dropped, String)> {
+    let excluded = &ctx.settings.load_balancer_shedding_excluded_namespaces;
+    if !excluded.is_empty() && excluded.contains(namespace_of(&c.bundle)) {
+        return Err((
+            Dropped::ExcludedNamespace,
+            format!(
+                "no unload: namespace {} is in loadBalancerSheddingExcludedNamespaces",
+                namespace_of(&c.bundle)
+            ),
+        ));
+    }
+    if ctx.load.is_recently_unloaded(&c.bundle) {
+        return Err((
+            Dropped::GracePeriod,
+            "no unload: unloaded within the grace period".into(),
+        ));
+    }
+    if !first {
+        return Err((
+            Dropped::Duplicate,
+            format!(
+                "no unload: {}; proposed again in the same pass (planned at its first proposal)",
+                c.reason
+            ),
+        ));
+    }
+    // Pulsar's extensible UnloadScheduler runs TransferShedder's decisions without the modular
+    // `doLoadShedding` checks (TransferShedder's isTransferable already ran the extensible filters).
+    if !transfer_shedder {
+        let cands = ctx.candidates(&c.bundle);
+        let policy_candidates = &cands.base;
+        // Some candidate other than the source: with two distinct candidates there always is one.
+        let other = policy_candidates.len() > 1
+            || policy_candidates
+                .first()
+                .is_some_and(|i| ctx.brokers[*i].id != c.source);
+        if !other {
+            return Err((
+                Dropped::NoOtherBroker,
+                "no unload: the namespace policies allow no other broker".into(),
+            ));
+        }
+        filters::anti_affinity_allows_unload(ctx, &c.bundle, &c.source, policy_candidates)
+            .map_err(|why| (Dropped::AntiAffinity, why))?;
+    }
+    let (destination, why) = match (&c.planned, c.binding) {
+        (Some(dst), true) => (dst.clone(), format!("transfer to {dst}")),
+        _ => match select_broker(
+            ctx,
+            placement,
+            &c.bundle,
+            c.planned.as_deref(),
+            Some(&c.source),
+            rng,
+        ) {
+            Ok(sel) => (sel.broker, sel.reason),
+            Err(e) => {
+                return Err((
+                    Dropped::NoDestination,
+                    format!("no unload: {}; {e}", c.reason),
+                ))
+            }
+        },
+    };
+    if destination == c.source {
+        return Err((
+            Dropped::CurrentOwner,
+            format!(
+                "no unload: {}; placement chose the current owner {destination} ({why})",
+                c.reason
+            ),
+        ));
+    }
+    Ok((destination, why))
 }

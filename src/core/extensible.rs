@@ -13,9 +13,11 @@
 //! report on, as a dynamic-config change on a Pulsar broker does; a broker whose only sample was taken with the
 //! old settings is re-seeded.
 //!
-//! `updatedAt` is the report's `lastUpdate`. A report without one (`lastUpdate <= 0`, as in snapshots and
-//! simulators) counts as current: readers use their own `now`, so such data never becomes outdated and never
-//! freezes.
+//! `updatedAt` is the report's `lastUpdate`, as is: a report without one (`lastUpdate` 0) is as old as the
+//! epoch, so TransferShedder's TTL check (`now − updatedAt > loadBalancerBrokerLoadDataTTLInSeconds`) finds it
+//! outdated, as Pulsar does with a `BrokerLoadData` whose `updatedAt` is 0 (`TransferShedderTest.
+//! testOutDatedLoadData`). Every report loadmgr's agent and simulator write carries `lastUpdate`; a snapshot
+//! written by hand must give one for TransferShedder to use the broker.
 
 use crate::config::Settings;
 use crate::model::{LocalBrokerData, ResourceWeights};
@@ -57,8 +59,13 @@ pub struct ExtensibleEma {
     pub weighted_max_ema: f64,
     /// EMA of `msgThroughputIn + msgThroughputOut`, B/s.
     pub msg_throughput_ema: f64,
-    /// Reports folded in.
+    /// Reports folded in (1 for a value [restored](Self::restored) from a snapshot).
     pub samples: u64,
+    /// Whether the value was restored from a snapshot rather than folded from reports. A restored value is a
+    /// history of unknown length, so a change of the EMA settings does not re-seed it
+    /// ([`LoadData::set_ema_settings`](super::LoadData::set_ema_settings)); the next report advances it as any
+    /// history and clears the flag.
+    pub restored: bool,
 }
 
 impl Default for ExtensibleEma {
@@ -68,6 +75,7 @@ impl Default for ExtensibleEma {
             weighted_max_ema: 1.0,
             msg_throughput_ema: 0.0,
             samples: 0,
+            restored: false,
         }
     }
 }
@@ -76,6 +84,16 @@ impl ExtensibleEma {
     /// The data after the first report.
     pub fn first(report: &LocalBrokerData, settings: &EmaSettings) -> Self {
         Self::default().advanced(report, settings)
+    }
+
+    /// EMAs as a snapshot carries them (Pulsar's `BrokerLoadData` `weightedMaxEMA` and `msgThroughputEMA`).
+    pub fn restored(weighted_max_ema: f64, msg_throughput_ema: f64) -> Self {
+        Self {
+            weighted_max_ema,
+            msg_throughput_ema,
+            samples: 1,
+            restored: true,
+        }
     }
 
     /// The data after one more report.
@@ -87,6 +105,7 @@ impl ExtensibleEma {
                 weighted_max_ema: w,
                 msg_throughput_ema: tp,
                 samples: 1,
+                restored: false,
             };
         }
         let h = settings.history;
@@ -94,6 +113,7 @@ impl ExtensibleEma {
             weighted_max_ema: self.weighted_max_ema * h + (1.0 - h) * w,
             msg_throughput_ema: self.msg_throughput_ema * h + (1.0 - h) * tp,
             samples: self.samples.saturating_add(1),
+            restored: false,
         }
     }
 }
@@ -107,22 +127,18 @@ pub struct BrokerLoadEma {
     pub msg_throughput_ema: f64,
     /// Current `msgThroughputIn + msgThroughputOut`, B/s.
     pub msg_throughput: f64,
-    /// When the data was produced (the report's `lastUpdate`; `now` for a report without one), epoch ms.
+    /// When the data was produced: the report's `lastUpdate` (0 when the report has none), epoch ms.
     pub updated_at: i64,
 }
 
 impl BrokerLoadEma {
-    /// The view of a broker's report and EMAs at `now`.
-    pub fn of(report: &LocalBrokerData, ema: &ExtensibleEma, now: i64) -> Self {
+    /// The view of a broker's report and EMAs.
+    pub fn of(report: &LocalBrokerData, ema: &ExtensibleEma) -> Self {
         Self {
             weighted_max_ema: ema.weighted_max_ema,
             msg_throughput_ema: ema.msg_throughput_ema,
             msg_throughput: report.total_msg_throughput(),
-            updated_at: if report.last_update > 0 {
-                report.last_update
-            } else {
-                now
-            },
+            updated_at: report.last_update,
         }
     }
 }
@@ -168,13 +184,13 @@ mod tests {
             ..r1
         };
         ld.apply_report("b1", r2, &NoSeeds);
-        let e = ld.extensible_load("b1", 9000).unwrap();
+        let e = ld.extensible_load("b1").unwrap();
         assert_eq!(e.weighted_max_ema, 1.875);
         assert_eq!(e.msg_throughput_ema, 5.0);
         assert_eq!(e.msg_throughput, 11.0);
         assert_eq!(e.updated_at, 2000);
         ld.remove_broker("b1");
-        assert!(ld.extensible_load("b1", 9000).is_none());
+        assert!(ld.extensible_load("b1").is_none());
     }
 
     #[test]

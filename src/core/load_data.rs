@@ -279,8 +279,9 @@ impl LoadData {
     }
 
     /// Sets the weights and history percentage of the extensible EMAs. Brokers whose only sample was taken with
-    /// other settings are re-seeded from their report; longer histories are kept and move with the new settings
-    /// from the next report on (as on a Pulsar broker whose dynamic config changed).
+    /// other settings are re-seeded from their report; longer histories and restored values
+    /// ([`LoadData::restore_extensible_ema`]) are kept and move with the new settings from the next report on
+    /// (as on a Pulsar broker whose dynamic config changed).
     pub fn set_ema_settings(&mut self, settings: &Settings) {
         let new = EmaSettings::from_settings(settings);
         if new == self.ema_settings {
@@ -288,9 +289,21 @@ impl LoadData {
         }
         self.ema_settings = new;
         for e in self.brokers.values_mut() {
-            if e.extensible.samples <= 1 {
+            if e.extensible.samples <= 1 && !e.extensible.restored {
                 e.extensible = ExtensibleEma::first(&e.local, &new);
             }
+        }
+    }
+
+    /// Replaces a known broker's extensible EMAs with values a snapshot carries (what its `BrokerLoadData`
+    /// published); the next report advances them. Returns false (and changes nothing) for an unknown broker.
+    pub fn restore_extensible_ema(&mut self, broker: &str, ema: ExtensibleEma) -> bool {
+        match self.brokers.get_mut(broker) {
+            Some(e) => {
+                e.extensible = ema;
+                true
+            }
+            None => false,
         }
     }
 
@@ -299,11 +312,11 @@ impl LoadData {
         &self.ema_settings
     }
 
-    /// One broker's extensible load data as read at `now` (a report without `lastUpdate` counts as current).
-    pub fn extensible_load(&self, broker: &str, now: i64) -> Option<BrokerLoadEma> {
+    /// One broker's extensible load data (its `updatedAt` is the report's `lastUpdate`, 0 when absent).
+    pub fn extensible_load(&self, broker: &str) -> Option<BrokerLoadEma> {
         self.brokers
             .get(broker)
-            .map(|e| BrokerLoadEma::of(&e.local, &e.extensible, now))
+            .map(|e| BrokerLoadEma::of(&e.local, &e.extensible))
     }
 
     /// Pulsar's full `updateBundleData` pass: one sample for every bundle of every broker's last report, then

@@ -46,8 +46,9 @@
 //!   available reads it so). OverloadShedder and LeastLongTermMessageRate: weighted per PIP-358 (PR #22888,
 //!   merged). AvgShedder, modular LeastResourceUsageWithWeight (newest copy read) and the overload re-check:
 //!   four-weight form.
-//! * **Usage above 100 %.** ThresholdShedder recomputes with the "within limit" variant (PR #16937); the revert
-//!   discussed in issue #18598 is not in the newest copy read, so it is kept.
+//! * **Usage above 100 %.** Counted as is by every strategy. ThresholdShedder and modular
+//!   LeastResourceUsageWithWeight ignored terms above 100 % from PR #16937 until its revert (PR #18645,
+//!   2.10.3/2.11.0); current Pulsar feeds the raw weighted max into both moving averages.
 //! * **`atLeastOneBundleSelected`.** The Threshold/Overload shedders read use a local flag that always takes at
 //!   least one bundle; the setting itself is not consulted, and loadmgr does the same.
 //! * **Shared brokers.** `NamespaceIsolationPolicies.isSharedBroker`: a broker is shared unless some policy
@@ -97,8 +98,6 @@
 //! * Aggregation samples the bundles of the broker whose report arrived, not every bundle on every
 //!   notification ([`load_data`]); [`LoadData::resample_all`] is Pulsar's full pass.
 //! * Ties and random choices are deterministic (see *Determinism*).
-//! * A report without `lastUpdate` counts as current for the extensible manager's TTL and cool-down checks
-//!   (Pulsar's brokers always stamp their `BrokerLoadData`).
 
 pub mod cost_model;
 pub mod explain;
@@ -117,9 +116,12 @@ pub mod split;
 
 mod cycle;
 
-pub use cycle::{run_shedding_cycle, Strategies};
+pub use cycle::{run_shedding_cycle, run_shedding_cycle_with_candidates, Strategies};
 pub use load_data::{BrokerEntry, LoadData, NoSeeds, SeedSource, StoredSeeds};
-pub use plan::{Assignment, BrokerPrediction, Plan, Skipped, SplitDecision, UnloadDecision};
+pub use plan::{
+    Assignment, BrokerPrediction, Dropped, Plan, ShedderCandidate, Skipped, SplitDecision,
+    UnloadDecision,
+};
 pub use policies::{ClusterPolicies, IsolationPolicy, NamespacePolicy};
 
 use crate::config::Settings;

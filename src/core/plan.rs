@@ -2,7 +2,11 @@
 //!
 //! JSON shape (extra fields are additions; the named ones keep their names):
 //! `{"unloads":[{"bundle","source","destination","reason",...}],"assignments":[...],
-//! "splits":[{"bundle","boundaries","unloadChildren","reason",...}],"skipped":[{"subject","reason"}]}`.
+//! "splits":[{"bundle","boundaries","unloadChildren","reason",...}],"skipped":[{"subject","reason","dropped"?}]}`.
+//!
+//! A skipped entry whose subject is a shedder's candidate that the cycle's checks or placement dropped carries
+//! `dropped` ([`Dropped`], e.g. `"currentOwner"`); other skipped entries (brokers the strategy left alone,
+//! cluster-wide reasons, split candidates) have none.
 
 use serde::Serialize;
 
@@ -56,6 +60,47 @@ pub struct SplitDecision {
     pub reason: String,
 }
 
+/// Which step of the shedding cycle dropped a shedder's candidate (in the order the cycle checks them).
+/// Serialised camelCase (`"excludedNamespace"`, …, `"currentOwner"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Dropped {
+    /// Its namespace is in `loadBalancerSheddingExcludedNamespaces`.
+    ExcludedNamespace,
+    /// It was unloaded within `loadBalancerSheddingGracePeriodMinutes`.
+    GracePeriod,
+    /// The strategy proposed it again in the same pass; it is planned once, at its first proposal.
+    Duplicate,
+    /// The namespace policies allow no broker other than its owner.
+    NoOtherBroker,
+    /// The anti-affinity rule keeps it on its owner.
+    AntiAffinity,
+    /// Placement found no destination.
+    NoDestination,
+    /// Placement chose the current owner.
+    CurrentOwner,
+}
+
+impl Dropped {
+    /// The name in JSON and in `explain`'s text.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dropped::ExcludedNamespace => "excludedNamespace",
+            Dropped::GracePeriod => "gracePeriod",
+            Dropped::Duplicate => "duplicate",
+            Dropped::NoOtherBroker => "noOtherBroker",
+            Dropped::AntiAffinity => "antiAffinity",
+            Dropped::NoDestination => "noDestination",
+            Dropped::CurrentOwner => "currentOwner",
+        }
+    }
+
+    /// Whether placement dropped it (no destination, or the current owner), rather than a check before it.
+    pub fn by_placement(self) -> bool {
+        matches!(self, Dropped::NoDestination | Dropped::CurrentOwner)
+    }
+}
+
 /// A candidate that was considered and not acted on, with why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -64,16 +109,52 @@ pub struct Skipped {
     pub subject: String,
     /// Why nothing was done, e.g. `no unload: gap 12.0 < 15`.
     pub reason: String,
+    /// Set exactly when `subject` is a bundle a shedder proposed and the cycle dropped: the step that dropped
+    /// it. Absent from JSON otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<Dropped>,
 }
 
 impl Skipped {
-    /// A skipped entry.
+    /// A skipped entry that is not a dropped shedder candidate.
     pub fn new(subject: impl Into<String>, reason: impl Into<String>) -> Self {
         Self {
             subject: subject.into(),
             reason: reason.into(),
+            dropped: None,
         }
     }
+
+    /// A shedder's candidate `bundle` that the cycle dropped at step `dropped`.
+    pub fn dropped(bundle: impl Into<String>, dropped: Dropped, reason: impl Into<String>) -> Self {
+        Self {
+            subject: bundle.into(),
+            reason: reason.into(),
+            dropped: Some(dropped),
+        }
+    }
+}
+
+/// A shedder's candidate as the strategy proposed it, before the cycle's checks and placement, with what the
+/// cycle did with it (`loadmgr explain --candidates`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShedderCandidate {
+    /// Full bundle name.
+    pub bundle: String,
+    /// Its owner.
+    pub source: String,
+    /// The destination the strategy planned (AvgShedder's plan, TransferShedder's transfer target), if any.
+    pub planned: Option<String>,
+    /// Whether `planned` is final (TransferShedder ran the filters for it) rather than a plan placement may
+    /// replace.
+    pub binding: bool,
+    /// The strategy's reason.
+    pub reason: String,
+    /// 1-based shedding cycle that proposed it.
+    pub cycle: u32,
+    /// `null` when the cycle kept it (it is in `unloads`), else the step that dropped it (see [`Skipped`]).
+    pub dropped: Option<Dropped>,
 }
 
 /// A strategy's prediction for one broker: its score now and after the plan's moves.
@@ -173,6 +254,24 @@ mod tests {
         assert_eq!(v["splits"][0]["unloadChildren"], true);
         assert_eq!(v["splits"][0]["boundaries"][0], "0x7fffffff");
         assert_eq!(v["skipped"][0]["subject"], "cluster");
+        assert!(v["skipped"][0].get("dropped").is_none());
+        let dropped = Skipped::dropped("t/n/0x0_0x1", Dropped::CurrentOwner, "r");
+        assert_eq!(
+            serde_json::to_value(&dropped).unwrap()["dropped"],
+            "currentOwner"
+        );
+        assert!(Dropped::CurrentOwner.by_placement() && !Dropped::GracePeriod.by_placement());
+        for d in [
+            Dropped::ExcludedNamespace,
+            Dropped::GracePeriod,
+            Dropped::Duplicate,
+            Dropped::NoOtherBroker,
+            Dropped::AntiAffinity,
+            Dropped::NoDestination,
+            Dropped::CurrentOwner,
+        ] {
+            assert_eq!(serde_json::to_value(d).unwrap(), d.name());
+        }
         assert!(!plan.is_empty());
         assert!(Plan::default().is_empty());
     }

@@ -175,15 +175,97 @@ fn destination_equal_to_source_is_skipped() {
         PlacementKind::LeastLongTermMessageRate,
         false,
     );
-    let plan = cycle(&mut ld, &s, &ClusterPolicies::none(), &mut st);
-    assert!(plan.unloads.is_empty(), "{:?}", plan.unloads);
-    assert!(
-        plan.skipped.iter().any(|k| k
-            .reason
-            .contains("placement chose the current owner broker-1:8080")),
-        "{:?}",
-        plan.skipped
+    let (plan, candidates) = run_shedding_cycle_with_candidates(
+        &mut ld,
+        &s,
+        &ClusterPolicies::none(),
+        &mut st,
+        NOW,
+        &mut StdRng::seed_from_u64(3),
     );
+    assert!(plan.unloads.is_empty(), "{:?}", plan.unloads);
+    let dropped: Vec<&Skipped> = plan
+        .skipped
+        .iter()
+        .filter(|k| k.dropped.is_some())
+        .collect();
+    assert!(!dropped.is_empty(), "{:?}", plan.skipped);
+    for k in &dropped {
+        assert_eq!(k.dropped, Some(Dropped::CurrentOwner));
+        assert!(
+            k.reason
+                .contains("placement chose the current owner broker-1:8080"),
+            "{}",
+            k.reason
+        );
+    }
+    // The shedder's own choice is still visible: every proposal, each marked with the step that dropped it.
+    let proposed: Vec<(&str, &str, Option<Dropped>)> = candidates
+        .iter()
+        .map(|c| (c.bundle.as_str(), c.source.as_str(), c.dropped))
+        .collect();
+    let expected: Vec<(&str, &str, Option<Dropped>)> = dropped
+        .iter()
+        .map(|k| {
+            (
+                k.subject.as_str(),
+                "broker-1:8080",
+                Some(Dropped::CurrentOwner),
+            )
+        })
+        .collect();
+    assert_eq!(proposed, expected);
+}
+
+#[test]
+fn every_dropped_proposal_names_its_step() {
+    // Grace period and a duplicate proposal: both are dropped candidates with their step.
+    let mut ld = hot_cold();
+    let s = Settings::default();
+    let mut st = Strategies::new(
+        ShedderKind::OverloadShedder,
+        PlacementKind::LeastLongTermMessageRate,
+        false,
+    );
+    let first = cycle(&mut ld, &s, &ClusterPolicies::none(), &mut st);
+    assert_eq!(first.unloads.len(), 1, "{:?}", first.skipped);
+    let bundle = first.unloads[0].bundle.clone();
+    ld.record_unload(&bundle, NOW);
+    let mut proposals = vec![super::shedding::Candidate {
+        bundle: bundle.clone(),
+        source: "broker-1:8080".into(),
+        planned: None,
+        binding: false,
+        reason: "r".into(),
+    }];
+    proposals.push(proposals[0].clone());
+    let none = ClusterPolicies::none();
+    let ctx = PlacementContext::new(&ld, &s, &none);
+    let mut rng = StdRng::seed_from_u64(3);
+    let got: Vec<Option<Dropped>> = proposals
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            super::cycle::decide(&ctx, &mut st.placement, &mut rng, c, i == 0, false)
+                .err()
+                .map(|(d, _)| d)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [Some(Dropped::GracePeriod), Some(Dropped::GracePeriod)]
+    );
+    ld.recently_unloaded.clear();
+    let ctx = PlacementContext::new(&ld, &s, &none);
+    let second = super::cycle::decide(
+        &ctx,
+        &mut st.placement,
+        &mut rng,
+        &proposals[1],
+        false,
+        false,
+    );
+    assert_eq!(second.err().map(|(d, _)| d), Some(Dropped::Duplicate));
 }
 
 #[test]

@@ -330,23 +330,9 @@ impl LocalBrokerData {
         }
     }
 
-    fn weighted_percentages(&self, w: &ResourceWeights) -> [f64; 5] {
-        self.usage().weighted_percentages(w)
-    }
-
     /// `getMaxResourceUsageWithWeight`: max over resources of percent × weight, as a fraction (÷ 100).
     pub fn max_resource_usage_with_weight(&self, w: &ResourceWeights) -> f64 {
         self.usage().max_resource_usage_with_weight(w)
-    }
-
-    /// `getMaxResourceUsageWithWeightWithinLimit`: as [`Self::max_resource_usage_with_weight`] but terms above
-    /// 100 % are ignored (start at 0), as a fraction. Used by LeastResourceUsageWithWeight.
-    pub fn max_resource_usage_with_weight_within_limit(&self, w: &ResourceWeights) -> f64 {
-        self.weighted_percentages(w)
-            .into_iter()
-            .filter(|p| *p <= 100.0)
-            .fold(0.0, f64::max)
-            / 100.0
     }
 
     /// Java's `update(SystemResourceUsage, Map<String, NamespaceBundleStats>)`: copies the host usage, records
@@ -561,9 +547,8 @@ mod tests {
             cpu: 6.0,
             ..Default::default()
         };
-        // cpu 20 % × 6 = 120 % is above the limit: the within-limit form ignores it.
+        // cpu 20 % × 6 = 120 %: above 100 % counts as is (Pulsar PR #18645 removed the within-limit form).
         assert!((data.max_resource_usage_with_weight(&w) - 1.2).abs() < 1e-6);
-        assert!((data.max_resource_usage_with_weight_within_limit(&w) - 0.30).abs() < 1e-6);
     }
 
     #[test]

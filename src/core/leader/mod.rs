@@ -69,6 +69,7 @@ pub use io::{
 
 use crate::bundle::{BundleName, NamespaceBundles, NamespaceName};
 use crate::config::Settings;
+use crate::core::extensible::ExtensibleEma;
 use crate::core::{ClusterPolicies, LoadData, StoredSeeds, Strategies};
 use crate::model::records::{BundleAssignment, LeaderStatus};
 use crate::model::LocalPolicies;
@@ -250,6 +251,23 @@ impl Leader {
     /// The aggregated load data.
     pub fn load(&self) -> &LoadData {
         &self.load
+    }
+
+    /// Restores decision state that a load-data snapshot carries and the store does not, for a leader that
+    /// continues from the snapshot (the simulator's first leader of a run started from one; call after
+    /// [`Event::Loaded`]): the shedder's recently unloaded brokers (broker → epoch ms) and the extensible EMAs
+    /// of brokers it knows. EMAs of brokers it does not know are ignored.
+    pub fn restore_snapshot_state(
+        &mut self,
+        recently_unloaded_brokers: &BTreeMap<String, i64>,
+        emas: &BTreeMap<String, ExtensibleEma>,
+    ) {
+        self.strategies
+            .shedder
+            .restore_recently_unloaded_brokers(recently_unloaded_brokers);
+        for (broker, ema) in emas {
+            self.load.restore_extensible_ema(broker, *ema);
+        }
     }
 
     /// The policies placement consults (namespaces' bundles included).

@@ -81,7 +81,7 @@ pub struct PlacementContext<'a> {
     pub policies: &'a ClusterPolicies,
     /// Brokers in id order.
     pub brokers: Vec<BrokerInfo<'a>>,
-    /// Now, epoch ms (stamps reports without `lastUpdate` for the extensible load data).
+    /// Now, epoch ms: the instant the placement is decided at.
     pub now: i64,
     ownership: OnceCell<Vec<BTreeMap<String, usize>>>,
     /// Per pipeline (modular, extensible) and topic kind (persistent, non-persistent): namespace → candidates.

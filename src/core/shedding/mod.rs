@@ -20,7 +20,7 @@ pub use threshold::ThresholdShedder;
 pub use transfer::TransferShedder;
 pub use uniform::UniformLoadShedder;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::load_data::LoadData;
 use super::plan::{BrokerPrediction, Skipped, UnloadDecision};
@@ -86,6 +86,10 @@ pub trait Shedder: Send + std::fmt::Debug {
 
     /// The unload attempts of the last pass finished (AvgShedder 5.0 drops its plans here).
     fn on_unload_attempt_completed(&mut self) {}
+
+    /// State restore (a snapshot's `recentlyUnloadedBrokers`): these brokers shed a bundle at these times,
+    /// epoch ms. Only strategies with a broker cool-down keep them (TransferShedder); the others ignore them.
+    fn restore_recently_unloaded_brokers(&mut self, _brokers: &BTreeMap<String, i64>) {}
 }
 
 /// A fresh shedder of the given kind.

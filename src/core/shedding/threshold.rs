@@ -1,9 +1,10 @@
 //! ThresholdShedder (PR #6772, PIP-122; Pulsar's default 2.10–4.x), with `lowerBoundarySheddingEnabled`
 //! (PR #17456).
 //!
-//! * Usage per broker: `W(b)` (five-weight form, configured weights). A value above 1.0 is recomputed with the
-//!   "within limit" variant that ignores components above 100 % (PR #16937; its revert was discussed in issue
-//!   #18598, but the newest Java copy read still has it, so loadmgr keeps it).
+//! * Usage per broker: `W(b)` (five-weight form, configured weights), as is — also above 1.0 (a broker at
+//!   140 % CPU counts as 140 %). Pulsar 2.10.3/2.11.0 reverted (PR #18645, after issue #18598) the
+//!   "within limit" recomputation of PR #16937 that ignored components above 100 %; the current
+//!   `updateAvgResourceUsage` feeds the raw weighted max into the moving average.
 //! * Moving average per broker, on this strategy instance: first sample as is, then
 //!   `ema·h + (1 − h)·W` with `h = loadBalancerHistoryResourcePercentage` (0.9). One update per broker per pass.
 //! * `avg` = mean EMA. `avg == 0` → nothing. A broker with `ema >= avg + t` (t =
@@ -19,10 +20,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{greedy_by_throughput, mib, Candidate, Shedder, SheddingContext, SheddingOutcome};
-use crate::config::{Settings, ShedderKind};
+use crate::config::ShedderKind;
 use crate::core::plan::Skipped;
-use crate::core::{num, push_num, MIB};
-use crate::model::LocalBrokerData;
+use crate::core::{num, push_num, weighted_usage, MIB};
 
 const ADDITIONAL_THRESHOLD_PERCENT_MARGIN: f64 = 0.05;
 const LOWER_BOUNDARY_THRESHOLD_MARGIN: f64 = 0.5;
@@ -43,22 +43,12 @@ impl ThresholdShedder {
         self.ema.get(broker).copied()
     }
 
-    fn raw_usage(data: &LocalBrokerData, s: &Settings) -> f64 {
-        let w = s.resource_weights();
-        let raw = data.max_resource_usage_with_weight(&w);
-        if raw > 1.0 {
-            data.max_resource_usage_with_weight_within_limit(&w)
-        } else {
-            raw
-        }
-    }
-
     fn update_averages(&mut self, ctx: &SheddingContext<'_>) -> f64 {
         let h = ctx.settings.load_balancer_history_resource_percentage;
         let mut total = 0.0;
         let mut n = 0usize;
         for (id, e) in ctx.load.brokers() {
-            let raw = Self::raw_usage(&e.local, ctx.settings);
+            let raw = weighted_usage(&e.local, ctx.settings);
             let v = match self.ema.get(id) {
                 Some(old) => old * h + (1.0 - h) * raw,
                 None => raw,
@@ -253,9 +243,10 @@ impl ThresholdShedder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Settings;
     use crate::core::policies::ClusterPolicies;
     use crate::core::LoadData;
-    use crate::model::{BundleData, ResourceUsage};
+    use crate::model::{BundleData, LocalBrokerData, ResourceUsage};
 
     fn run(sh: &mut ThresholdShedder, ld: &LoadData, s: &Settings) -> SheddingOutcome {
         let p = ClusterPolicies::none();
@@ -431,6 +422,31 @@ mod tests {
         let out = run(&mut ThresholdShedder::default(), &ld, &s);
         assert_eq!(out.candidates.len(), 1);
         assert_eq!(out.candidates[0].source, "broker-3");
+    }
+
+    #[test]
+    fn usage_above_100_percent_counts_as_is() {
+        // Pulsar PR #18645 reverted the "within limit" clamp: broker-1 at 140 % CPU (weight 1) is 140 % loaded
+        // and sheds; with the clamp its usage was 0 (NIC idle), the average 0, and nothing happened.
+        let mut ld = multi();
+        let e = ld.broker_mut("broker-1").unwrap();
+        e.local.cpu = ResourceUsage::new(140.0, 100.0);
+        e.local.bandwidth_in = ResourceUsage::new(0.0, 1000.0);
+        e.local.bandwidth_out = ResourceUsage::new(0.0, 1000.0);
+        let mut sh = ThresholdShedder::default();
+        let out = run(&mut sh, &ld, &Settings::default());
+        assert!((sh.usage("broker-1").unwrap() - 1.4).abs() < 1e-6);
+        assert_eq!(
+            names(&out),
+            ["bundle-10", "bundle-9", "bundle-8", "bundle-7", "bundle-6"]
+        );
+        assert!(
+            out.candidates[0]
+                .reason
+                .starts_with("ThresholdShedder: broker-1 usage 140.0% >= avg 70.0% + 10.0%"),
+            "{}",
+            out.candidates[0].reason
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! Inputs per broker are the load data's extensible EMAs ([`crate::core::extensible`]: `weightedMaxEMA`,
 //! `msgThroughputEMA`, advanced once per applied report and shared with the extensible placement; `updatedAt` =
-//! the report's `lastUpdate`, or `now` for a report without one).
+//! the report's `lastUpdate`, 0 for a report without one — outdated, as in Pulsar).
 //!
 //! Each broker's *top bundles* (`TopKBundles.update`) are taken from its report's `lastStats` without bundles of
 //! system-service namespaces (`pulsar/system`, heartbeat, SLA monitor), without bundles whose namespace has an
@@ -169,21 +169,21 @@ impl TransferShedder {
     }
 
     fn is_underloaded(&self, ctx: &SheddingContext<'_>, broker: &str, st: &Stats) -> bool {
-        let Some(e) = ctx.load.extensible_load(broker, ctx.now) else {
+        let Some(e) = ctx.load.extensible_load(broker) else {
             return false;
         };
         let m = (ctx.settings.load_balancer_broker_load_target_std / 2.0).clamp(0.0, 0.5);
         if e.weighted_max_ema < st.avg * m {
             return true;
         }
-        let Some(max) = ctx.load.extensible_load(&st.sorted[st.max_idx].0, ctx.now) else {
+        let Some(max) = ctx.load.extensible_load(&st.sorted[st.max_idx].0) else {
             return false;
         };
         e.msg_throughput_ema < max.msg_throughput_ema * m
     }
 
     fn is_overloaded(&self, ctx: &SheddingContext<'_>, broker: &str, avg: f64) -> bool {
-        let Some(e) = ctx.load.extensible_load(broker, ctx.now) else {
+        let Some(e) = ctx.load.extensible_load(broker) else {
             return false;
         };
         let threshold = ctx
@@ -232,6 +232,12 @@ impl Shedder for TransferShedder {
         ShedderKind::TransferShedder
     }
 
+    fn restore_recently_unloaded_brokers(&mut self, brokers: &BTreeMap<String, i64>) {
+        for (broker, at) in brokers {
+            self.record_unloaded_broker(broker, *at);
+        }
+    }
+
     fn find_bundles(&mut self, ctx: &SheddingContext<'_>) -> SheddingOutcome {
         let s = ctx.settings;
         let mut out = SheddingOutcome::default();
@@ -256,7 +262,7 @@ impl Shedder for TransferShedder {
         let (mut sum, mut sq_sum, mut n) = (0.0, 0.0, 0usize);
         let mut outdated = false;
         for (b, entry) in ctx.load.brokers() {
-            let e = BrokerLoadEma::of(&entry.local, &entry.extensible, ctx.now);
+            let e = BrokerLoadEma::of(&entry.local, &entry.extensible);
             if ctx.now - e.updated_at > ttl {
                 outdated = true;
                 continue;
@@ -363,8 +369,8 @@ impl Shedder for TransferShedder {
             let max_b = max_peek;
             st.max_idx -= 1;
             let (Some(max_e), Some(min_e)) = (
-                ctx.load.extensible_load(&max_b, ctx.now),
-                ctx.load.extensible_load(&min_b, ctx.now),
+                ctx.load.extensible_load(&max_b),
+                ctx.load.extensible_load(&min_b),
             ) else {
                 empty_data += 1;
                 continue;
@@ -1084,32 +1090,32 @@ mod tests {
     }
 
     #[test]
-    fn reports_without_last_update_keep_the_data_fresh() {
-        // Reports with lastUpdate = 0 (snapshots, simulators): the data must neither freeze nor become outdated.
-        let mut s = settings();
-        s.load_balancer_shedding_condition_hit_count_threshold = 100;
+    fn reports_without_last_update_are_outdated() {
+        // Pulsar's TransferShedderTest.testOutDatedLoadData sets every broker's `updatedAt` to 0 and expects
+        // OutDatedData: `now − 0` is older than any TTL. A report with `lastUpdate` 0 is the same here.
+        let s = settings();
         let p = ClusterPolicies::none();
         let mut ld = LoadData::new();
-        apply(&mut ld, "a:8080", 20.0, 0);
-        apply(&mut ld, "b:8080", 0.0, 0);
-        let mut sh = TransferShedder::default();
-        run(&mut sh, &ld, &s, &p);
         apply(&mut ld, "a:8080", 80.0, 0);
         apply(&mut ld, "b:8080", 0.0, 0);
-        let later = NOW + 2 * 3_600_000;
-        let out = sh.find_bundles(&SheddingContext {
-            load: &ld,
-            settings: &s,
-            policies: &p,
-            now: later,
-        });
-        let reasons: Vec<&str> = out.skipped.iter().map(|k| k.reason.as_str()).collect();
+        let out = run(&mut TransferShedder::default(), &ld, &s, &p);
+        assert!(out.candidates.is_empty());
         assert!(
-            reasons.iter().all(|r| !r.contains("OutDatedData")),
-            "{reasons:?}"
+            out.skipped[0].reason.contains("OutDatedData"),
+            "{:?}",
+            out.skipped
         );
-        // avg of 0.26 and 0: the second report moved the EMA.
-        assert!(reasons[0].contains("avg 0.13"), "{reasons:?}");
+        // Once one broker stamps its report, the cycle goes on with it (the unstamped one is left out of the
+        // statistics).
+        apply(&mut ld, "a:8080", 80.0, NOW - 1000);
+        let out = run(&mut TransferShedder::default(), &ld, &s, &p);
+        assert!(
+            out.skipped
+                .iter()
+                .all(|k| !k.reason.contains("OutDatedData")),
+            "{:?}",
+            out.skipped
+        );
     }
 
     #[test]

@@ -117,6 +117,7 @@ pub(crate) async fn plan(
         settings,
         cycles: 1,
         seed: state.sh.seed,
+        candidates: false,
     };
     let report = explain::run(&snapshot, &options)
         .map_err(|e| ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;

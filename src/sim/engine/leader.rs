@@ -167,6 +167,15 @@ impl<'w> Sim<'w> {
         self.push(t + self.flush_ms, Ev::Flush(e));
         let state = self.loaded_state();
         self.leader_step(t, Event::Loaded(Box::new(state)));
+        if e == 1 {
+            // The first leader continues from the world's start (a snapshot's decision state).
+            if let Some(core) = self.leader.as_mut() {
+                core.restore_snapshot_state(
+                    &self.world.recently_unloaded_brokers,
+                    &self.world.extensible_ema,
+                );
+            }
+        }
         let unowned: Vec<usize> = (0..self.bundles.len())
             .filter(|i| {
                 let bd = &self.bundles[*i];

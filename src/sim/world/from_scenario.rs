@@ -354,6 +354,8 @@ impl World {
             bundles,
             stored_bundle_data: BTreeMap::new(),
             recently_unloaded: BTreeMap::new(),
+            recently_unloaded_brokers: BTreeMap::new(),
+            extensible_ema: BTreeMap::new(),
             events,
             spikes,
         };

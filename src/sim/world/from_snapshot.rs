@@ -32,8 +32,9 @@ impl World {
     /// at the start, every non-system bundle of every report on
     /// its reporter with the traffic of its `lastStats` spread evenly over its topics (the snapshot's
     /// `bundleTopics` when listed, else generated names hashing into the bundle), the snapshot's bundle data as
-    /// the stored data, no events. Namespace boundaries come from the snapshot, else from the bundles seen
-    /// (gaps become bundles without topics).
+    /// the stored data, its recently unloaded bundles and brokers and its extensible EMAs as the first leader's
+    /// state, no events. Namespace boundaries come from the snapshot, else from the bundles seen (gaps become
+    /// bundles without topics).
     /// Naming topics is bounded: at most `NAME_TRIES` names are tried over the whole snapshot, so a snapshot of
     /// many very narrow bundles without `bundleTopics` is refused in seconds, not hours.
     pub fn from_snapshot(
@@ -290,6 +291,11 @@ impl World {
             bundles,
             stored_bundle_data: snap.bundle_data.clone(),
             recently_unloaded: snap.recently_unloaded.clone(),
+            recently_unloaded_brokers: snap.recently_unloaded_brokers.clone(),
+            extensible_ema: snap
+                .extensible_emas()
+                .map(|(b, e)| (b.clone(), e))
+                .collect(),
             events: Vec::new(),
             spikes: Vec::new(),
         })

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use super::SimError;
 use crate::bundle::{BundleRange, NamespaceBundles};
+use crate::core::extensible::ExtensibleEma;
 use crate::model::BundleData;
 use crate::runtime::synthetic::{Capacity, CostModel, Rates};
 
@@ -165,6 +166,12 @@ pub struct World {
     pub stored_bundle_data: BTreeMap<String, BundleData>,
     /// Recently unloaded bundles at the start (from a snapshot).
     pub recently_unloaded: BTreeMap<String, i64>,
+    /// Brokers unloaded from recently at the start, broker → epoch ms (a snapshot's
+    /// `recentlyUnloadedBrokers`), handed to the first leader's shedder.
+    pub recently_unloaded_brokers: BTreeMap<String, i64>,
+    /// Extensible EMAs at the start, by broker (a snapshot's `extensibleEma`), which the first leader uses in
+    /// place of EMAs started from the brokers' first reports.
+    pub extensible_ema: BTreeMap<String, ExtensibleEma>,
     /// Timeline, sorted by time (ms after the start).
     pub events: Vec<(i64, WorldEvent)>,
     /// CPU spikes.

@@ -153,3 +153,56 @@ fn naming_the_topics_of_a_snapshot_is_bounded() {
     );
     assert!(World::from_snapshot_within(&snap, "s", 60.0, CostModel::default(), 1_000_000).is_ok());
 }
+
+#[test]
+fn a_snapshots_decision_state_reaches_the_first_leader() {
+    // Every broker of examples/snapshot.json was unloaded from at the snapshot's instant: TransferShedder's
+    // first cycle in the simulation is in its cool-down, and the snapshot's EMAs replace those of the first
+    // reports.
+    let mut v: serde_json::Value =
+        serde_json::from_str(include_str!("../../../examples/snapshot.json")).unwrap();
+    let now = v["now"].as_i64().unwrap();
+    let brokers: Vec<String> = v["brokers"].as_object().unwrap().keys().cloned().collect();
+    v["recentlyUnloadedBrokers"] = brokers
+        .iter()
+        .map(|b| (b.clone(), serde_json::Value::from(now)))
+        .collect();
+    v["extensibleEma"] = serde_json::json!({
+        "broker-2:8080": {"weightedMaxEMA": 0.625, "msgThroughputEMA": 1000.0}
+    });
+    let snap = Snapshot::from_value(v).unwrap();
+    let world = World::from_snapshot(&snap, "s", 1.5, CostModel::default()).unwrap();
+    assert_eq!(world.recently_unloaded_brokers.len(), brokers.len());
+    assert_eq!(
+        world.extensible_ema["broker-2:8080"].weighted_max_ema,
+        0.625
+    );
+    let (settings, _) = crate::sim::effective_settings(
+        &world.settings_text,
+        None,
+        crate::config::ShedderKind::TransferShedder,
+    )
+    .unwrap();
+    let options = crate::sim::RunOptions {
+        settings,
+        seed: 1,
+        chart_interval_ms: 60_000,
+        trace: true,
+    };
+    let result = crate::sim::run(&world, &options, None);
+    let cool_down: Vec<&String> = result
+        .trace
+        .iter()
+        .filter(|l| l.contains("CoolDown"))
+        .collect();
+    assert!(!cool_down.is_empty(), "{:#?}", result.trace);
+
+    let mut fresh = world.clone();
+    fresh.recently_unloaded_brokers.clear();
+    let result = crate::sim::run(&fresh, &options, None);
+    assert!(
+        result.trace.iter().all(|l| !l.contains("CoolDown")),
+        "{:#?}",
+        result.trace
+    );
+}
