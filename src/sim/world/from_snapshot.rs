@@ -33,7 +33,8 @@ impl World {
     /// its reporter with the traffic of its `lastStats` spread evenly over its topics (the snapshot's
     /// `bundleTopics` when listed, else generated names hashing into the bundle), the snapshot's bundle data as
     /// the stored data, no events. Namespace boundaries come from the snapshot, else from the bundles seen
-    /// (gaps become bundles without topics).
+    /// (gaps become bundles without topics); anti-affinity groups and failure domains come from the snapshot
+    /// (its isolation policies are not simulated).
     /// Naming topics is bounded: at most `NAME_TRIES` names are tried over the whole snapshot, so a snapshot of
     /// many very narrow bundles without `bundleTopics` is refused in seconds, not hours.
     pub fn from_snapshot(
@@ -126,6 +127,7 @@ impl World {
                     base_cpu_cores: (used - k * cost).max(0.0),
                 },
                 join_ms: 0,
+                failure_domain: policies.domains.get(id).cloned(),
             });
         }
 
@@ -268,6 +270,7 @@ impl World {
                 name: ns_name.clone(),
                 bundles: nb,
                 wave: None,
+                anti_affinity_group: policies.anti_affinity_group(ns_name).map(str::to_owned),
             });
         }
         Ok(World {

@@ -61,8 +61,13 @@ fn timeline_restarts_spikes_and_ramps() {
         .events
         .iter()
         .filter_map(|(t, e)| match e {
-            WorldEvent::Restart { broker, down_ms } => {
+            WorldEvent::Restart {
+                broker,
+                down_ms,
+                graceful,
+            } => {
                 assert_eq!(*down_ms, 30_000);
+                assert!(*graceful);
                 Some((*t, *broker))
             }
             _ => None,
@@ -152,4 +157,80 @@ fn naming_the_topics_of_a_snapshot_is_bounded() {
         "{e}"
     );
     assert!(World::from_snapshot_within(&snap, "s", 60.0, CostModel::default(), 1_000_000).is_ok());
+}
+
+#[test]
+fn anti_affinity_groups_failure_domains_and_wave_phases() {
+    let s = scenario(
+        r#"{"name":"t","durationMinutes":3,
+            "brokers":[{"count":2,"name":"a-{i}","failureDomain":"zone-a"},{"count":1,"name":"b-{i}","failureDomain":"zone-b"},
+                       {"count":1}],
+            "namespaces":[{"name":"t/x-{i}","count":3,"bundles":1,"msgRateIn":1,"antiAffinityGroup":"g-{i}",
+                           "diurnal":{"amplitude":0.5,"phaseMinutes":30,"phaseStepMinutes":60}},
+                          {"name":"t/y-{i}","count":3,"bundles":1,"msgRateIn":1,"antiAffinityGroup":"g-{i}"},
+                          {"name":"t/z-{i}","count":2,"bundles":1,"msgRateIn":1,"antiAffinityGroup":"all"},
+                          {"name":"t/free","bundles":1,"msgRateIn":1}]}"#,
+    );
+    let w = World::from_scenario(&s, 0).unwrap();
+    let domains: Vec<(&str, Option<&str>)> = w
+        .brokers
+        .iter()
+        .map(|b| (b.id.as_str(), b.failure_domain.as_deref()))
+        .collect();
+    assert_eq!(
+        domains,
+        [
+            ("a-01:8080", Some("zone-a")),
+            ("a-02:8080", Some("zone-a")),
+            ("b-01:8080", Some("zone-b")),
+            ("broker-01:8080", None)
+        ]
+    );
+    let groups: Vec<(&str, Option<&str>)> = w
+        .namespaces
+        .iter()
+        .map(|n| (n.name.as_str(), n.anti_affinity_group.as_deref()))
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            ("t/x-00", Some("g-00")),
+            ("t/x-01", Some("g-01")),
+            ("t/x-02", Some("g-02")),
+            ("t/y-00", Some("g-00")),
+            ("t/y-01", Some("g-01")),
+            ("t/y-02", Some("g-02")),
+            ("t/z-00", Some("all")),
+            ("t/z-01", Some("all")),
+            ("t/free", None)
+        ]
+    );
+    // phaseMinutes shifts the group's first namespace; phaseStepMinutes adds per namespace.
+    let phases: Vec<f64> = w.namespaces[..3]
+        .iter()
+        .map(|n| n.wave.unwrap().phase_ms)
+        .collect();
+    assert_eq!(phases, [1_800_000.0, 5_400_000.0, 9_000_000.0]);
+    // A snapshot's groups and domains carry over too.
+    let mut snap = Snapshot::from_json(include_str!("../../../examples/snapshot.json")).unwrap();
+    let (broker, ns) = {
+        let (id, r) = snap.brokers.iter().next().unwrap();
+        let bundle = r.last_stats.keys().next().unwrap();
+        let ns = crate::bundle::BundleName::parse(bundle)
+            .unwrap()
+            .namespace()
+            .to_string();
+        (id.clone(), ns)
+    };
+    snap.namespaces
+        .entry(ns.clone())
+        .or_default()
+        .anti_affinity_group = Some("g".into());
+    snap.failure_domains
+        .insert("zone-1".into(), vec![broker.clone()]);
+    let w = World::from_snapshot(&snap, "s", 1.0, CostModel::default()).unwrap();
+    let b = w.brokers.iter().find(|b| b.id == broker).unwrap();
+    assert_eq!(b.failure_domain.as_deref(), Some("zone-1"));
+    let n = w.namespaces.iter().find(|n| n.name == ns).unwrap();
+    assert_eq!(n.anti_affinity_group.as_deref(), Some("g"));
 }
