@@ -14,7 +14,8 @@ use crate::sim::{report, run_suite, Scenario, SuiteOptions, World};
 #[derive(Debug, clap::Args)]
 pub struct SimulateArgs {
     /// Scenarios to run: built-in names (skewed-start, rolling-restart, scale-out, scale-in, hot-bundle,
-    /// transient-spike, heterogeneous, diurnal, large) or scenario files. Default: every built-in but `large`.
+    /// transient-spike, heterogeneous, diurnal, heterogeneous-large, skew-crash, anti-affinity, scale-out-2x,
+    /// diurnal-hot-tenant, large) or scenario files. Default: every built-in but `large`.
     /// Limits: files of at most 64 MiB; at most 100000 brokers, 1000000 namespaces, 10000000 bundles,
     /// 20000000 topics and 525600 minutes (365 days) per scenario.
     pub scenarios: Vec<String>,

@@ -90,6 +90,26 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         include_str!("../../scenarios/heterogeneous.json"),
     ),
     ("diurnal", include_str!("../../scenarios/diurnal.json")),
+    (
+        "heterogeneous-large",
+        include_str!("../../scenarios/heterogeneous-large.json"),
+    ),
+    (
+        "skew-crash",
+        include_str!("../../scenarios/skew-crash.json"),
+    ),
+    (
+        "anti-affinity",
+        include_str!("../../scenarios/anti-affinity.json"),
+    ),
+    (
+        "scale-out-2x",
+        include_str!("../../scenarios/scale-out-2x.json"),
+    ),
+    (
+        "diurnal-hot-tenant",
+        include_str!("../../scenarios/diurnal-hot-tenant.json"),
+    ),
     ("large", include_str!("../../scenarios/large.json")),
 ];
 
