@@ -59,9 +59,10 @@ pub struct SimulateArgs {
 pub fn render(args: &SimulateArgs) -> Result<String, String> {
     if args.list {
         let mut out = String::new();
+        let width = BUILT_IN.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
         for (name, _) in BUILT_IN {
             let s = Scenario::built_in(name).expect("built-in");
-            out.push_str(&format!("{name:16} {}\n", s.description));
+            out.push_str(&format!("{name:width$} {}\n", s.description));
         }
         return Ok(out);
     }
