@@ -166,12 +166,14 @@ fn world(name: &str, description: &str, duration_ms: i64, owner: impl Fn(usize) 
                     base_cpu_cores: model.base_cpu_cores,
                 },
                 join_ms: 0,
+                failure_domain: None,
             })
             .collect(),
         namespaces: vec![NamespaceSpec {
             name: NS.into(),
             bundles: bundles.clone(),
             wave: None,
+            anti_affinity_group: None,
         }],
         topics: (0..TOPICS)
             .map(|k| topic(&format!("t-{k}"), topic_rate(k)))

@@ -432,6 +432,116 @@ fn a_crash_is_noticed_after_the_session_timeout() {
 }
 
 #[test]
+fn a_crashed_broker_restarts_once_its_session_expired() {
+    // `restart` with `graceful: false`: the bundles stay on the crashed broker until its session expires (30 s),
+    // then are placed elsewhere; the broker comes back empty after `downSeconds`, but never before its old
+    // session is gone.
+    let text = |down: u32| {
+        format!(
+            r#"{{"name": "crash-restart", "durationMinutes": 4,
+                "brokers": [{{ "count": 3 }}],
+                "namespaces": [{{ "name": "t/n", "bundles": 12, "msgRateIn": 30000 }}],
+                "events": [{{ "kind": "restart", "atMinute": 1, "brokers": ["broker-02"],
+                              "downSeconds": {down}, "graceful": false }}]}}"#
+        )
+    };
+    for (down, back) in [(90, "+2m30s"), (10, "+1m30s")] {
+        let world =
+            World::from_scenario(&Scenario::from_json(&text(down), "c").unwrap(), 1).unwrap();
+        let r = traced(&world, ShedderKind::AvgShedder, 1);
+        let events: Vec<&String> = r
+            .trace
+            .iter()
+            .filter(|l| l.contains(" broker broker-02:8080 "))
+            .collect();
+        assert_eq!(
+            events,
+            [
+                "+0m00s broker broker-02:8080 starts",
+                "+1m00s broker broker-02:8080 crashes with 4 bundles",
+                "+1m30s broker broker-02:8080 left: its registration vanished",
+                &format!("{back} broker broker-02:8080 starts"),
+                &format!("{back} broker broker-02:8080 joined"),
+            ],
+            "downSeconds {down}"
+        );
+        let orphans: Vec<&String> = r
+            .trace
+            .iter()
+            .filter(|l| l.contains(" move started: ") && l.contains("(orphan)]"))
+            .collect();
+        assert_eq!(orphans.len(), 4, "{orphans:#?}");
+        assert!(
+            orphans.iter().all(|l| l.starts_with("+1m30s ")),
+            "{orphans:#?}"
+        );
+    }
+}
+
+/// Three namespaces of one anti-affinity group and eight ordinary bundles all on `old-01`, which stops at
+/// minute 1: placement puts the three orphans in three failure domains (two brokers each), as the group asks.
+fn orphans_of_a_group(group: bool, domains: bool) -> (Vec<String>, usize) {
+    let g = if group {
+        r#", "antiAffinityGroup": "g""#
+    } else {
+        ""
+    };
+    let text = format!(
+        r#"{{"name": "aa", "durationMinutes": 3,
+            "settings": {{ "failureDomainsEnabled": {domains}, "loadBalancerSheddingEnabled": false }},
+            "brokers": [{{ "count": 1, "name": "old-{{i}}", "failureDomain": "zone-old" }},
+                        {{ "count": 2, "name": "a-{{i}}", "failureDomain": "zone-a" }},
+                        {{ "count": 2, "name": "b-{{i}}", "failureDomain": "zone-b" }},
+                        {{ "count": 2, "name": "c-{{i}}", "failureDomain": "zone-c" }}],
+            "namespaces": [{{ "name": "ha/x-{{i}}", "count": 3, "bundles": 1, "msgRateIn": 3000{g} }},
+                           {{ "name": "bulk/ns", "bundles": 8, "msgRateIn": 20000 }}],
+            "placement": {{ "kind": "brokers", "brokers": ["old-01"] }},
+            "events": [{{ "kind": "stop", "atMinute": 1, "brokers": ["old-01"] }}]}}"#
+    );
+    let world = World::from_scenario(&Scenario::from_json(&text, "aa").unwrap(), 1).unwrap();
+    assert_eq!(
+        world.namespaces[0].anti_affinity_group.as_deref(),
+        group.then_some("g")
+    );
+    let r = traced(&world, ShedderKind::ThresholdShedder, 1);
+    assert_eq!(r.metrics.orphan_assignments, 11);
+    let owners = (0..3)
+        .map(|i| r.owners[&format!("ha/x-0{i}/0x00000000_0xffffffff")].clone())
+        .collect();
+    // The leader loads the brokers' failure domains as a cluster's leader reads them from the store.
+    assert!(r.trace.contains(
+        &"+0m00s cluster policies loaded: 0 isolation polic(ies), 7 broker(s) in failure domains"
+            .into()
+    ));
+    let filtered = r
+        .trace
+        .iter()
+        .filter(|l| l.contains("(orphan)]") && l.contains("[anti-affinity group g: "))
+        .count();
+    (owners, filtered)
+}
+
+#[test]
+fn anti_affinity_groups_and_failure_domains_reach_placement() {
+    let zone = |b: &String| b.split('-').next().unwrap().to_owned();
+    let distinct = |v: Vec<String>| v.into_iter().collect::<BTreeSet<String>>().len();
+    let (with_domains, filtered) = orphans_of_a_group(true, true);
+    assert_eq!(
+        distinct(with_domains.iter().map(zone).collect()),
+        3,
+        "{with_domains:?}"
+    );
+    // Each of the three placements went through the anti-affinity filter.
+    assert_eq!(filtered, 3);
+    // Without failure domains the group still keeps its namespaces on distinct brokers.
+    let (brokers_only, filtered) = orphans_of_a_group(true, false);
+    assert_eq!(distinct(brokers_only.clone()), 3, "{brokers_only:?}");
+    assert_eq!(filtered, 3);
+    // Without the group no placement names one.
+    assert_eq!(orphans_of_a_group(false, true).1, 0);
+}
+
+#[test]
 fn a_snapshot_starts_where_the_cluster_is() {
     let snap = Snapshot::from_json(include_str!("../examples/snapshot.json")).unwrap();
     let world = World::from_snapshot(&snap, "from-example", 30.0, CostModel::default()).unwrap();

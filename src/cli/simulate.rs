@@ -14,7 +14,8 @@ use crate::sim::{report, run_suite, Scenario, SuiteOptions, World};
 #[derive(Debug, clap::Args)]
 pub struct SimulateArgs {
     /// Scenarios to run: built-in names (skewed-start, rolling-restart, scale-out, scale-in, hot-bundle,
-    /// transient-spike, heterogeneous, diurnal, large) or scenario files. Default: every built-in but `large`.
+    /// transient-spike, heterogeneous, diurnal, heterogeneous-large, skew-crash, anti-affinity, scale-out-2x,
+    /// diurnal-hot-tenant, large) or scenario files. Default: every built-in but `large`.
     /// Limits: files of at most 64 MiB; at most 100000 brokers, 1000000 namespaces, 10000000 bundles,
     /// 20000000 topics and 525600 minutes (365 days) per scenario.
     pub scenarios: Vec<String>,
@@ -58,9 +59,10 @@ pub struct SimulateArgs {
 pub fn render(args: &SimulateArgs) -> Result<String, String> {
     if args.list {
         let mut out = String::new();
+        let width = BUILT_IN.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
         for (name, _) in BUILT_IN {
             let s = Scenario::built_in(name).expect("built-in");
-            out.push_str(&format!("{name:16} {}\n", s.description));
+            out.push_str(&format!("{name:width$} {}\n", s.description));
         }
         return Ok(out);
     }

@@ -26,6 +26,9 @@
 //! * `brokers`: groups; ids are `name` with `{i}` replaced by a 1-based index per name template, zero-padded to
 //!   the width of that template's count (at least 2), then `:port` (`broker-01:8080`). Events name brokers with
 //!   or without the port.
+//! * `failureDomain` (broker group): the failure domain its brokers belong to (Pulsar's
+//!   `/admin/clusters/<cluster>/failureDomain/<domain>`); brokers without one are in `default`. Placement
+//!   uses domains only when the settings enable `failureDomainsEnabled`.
 //! * `namespaces`: groups of `count` namespaces (`{i}` is 0-based, padded likewise), each with `bundles`
 //!   initial bundles (Pulsar's initial boundaries) and `bundles × topicsPerBundle` topics named
 //!   `persistent://<ns>/topic-<k>` that land in bundles by their CRC32 hash (every bundle gets at least one).
@@ -33,12 +36,16 @@
 //!   with a seeded shuffle, or uniform with ± `jitter`) and evenly over each bundle's topics. Each message has
 //!   `msgSizeBytes`; `fanOut` subscriptions read it (msg out = in × fanOut); `producersPerTopic` and
 //!   `consumersPerTopic` count sessions. `diurnal` multiplies a namespace's traffic by
-//!   `1 + amplitude × sin(2π (t − i × phaseStepMinutes) / periodMinutes)`.
+//!   `1 + amplitude × sin(2π (t − phaseMinutes − i × phaseStepMinutes) / periodMinutes)`. `antiAffinityGroup` sets each
+//!   namespace's `namespaceAntiAffinityGroup` (its local policies), with `{i}` replaced as in `name`: two
+//!   namespace groups of the same count and the template `g-{i}` put their i-th namespaces in group `g-<i>`;
+//!   a template without `{i}` puts the whole group in one anti-affinity group.
 //! * `placement`: where the bundles start: `roundRobin` over the brokers present at minute 0 (bundles in
 //!   namespace then hash order), `random` (seeded), or `brokers` (round robin over the listed ones).
 //! * `events`: `stop` (brokers leave for good; `graceful: false` is a crash noticed after the session
 //!   timeout), `restart` (brokers go down for `downSeconds` one after the other, `everyMinutes` apart, and come
-//!   back empty), `traffic` (the topics of one bundle — or a whole namespace — ramp linearly to `factor` times
+//!   back empty; `graceful: false` crashes them, and a crashed broker comes back once its session expired
+//!   too), `traffic` (the topics of one bundle — or a whole namespace — ramp linearly to `factor` times
 //!   their traffic over `rampMinutes`), `cpuSpike` (a broker uses `points` more CPU for `durationSeconds`,
 //!   repeated `everyMinutes` when given).
 //! * `settings`: `broker.conf` keys for this scenario; a `--config` file overrides them.
@@ -83,6 +90,26 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         include_str!("../../scenarios/heterogeneous.json"),
     ),
     ("diurnal", include_str!("../../scenarios/diurnal.json")),
+    (
+        "heterogeneous-large",
+        include_str!("../../scenarios/heterogeneous-large.json"),
+    ),
+    (
+        "skew-crash",
+        include_str!("../../scenarios/skew-crash.json"),
+    ),
+    (
+        "anti-affinity",
+        include_str!("../../scenarios/anti-affinity.json"),
+    ),
+    (
+        "scale-out-2x",
+        include_str!("../../scenarios/scale-out-2x.json"),
+    ),
+    (
+        "diurnal-hot-tenant",
+        include_str!("../../scenarios/diurnal-hot-tenant.json"),
+    ),
     ("large", include_str!("../../scenarios/large.json")),
 ];
 
@@ -196,6 +223,10 @@ pub struct BrokerGroup {
     /// When they start, minutes.
     #[serde(default)]
     pub join_at_minute: f64,
+    /// Failure domain of every broker of the group (default: none, Pulsar's `default` domain); placement
+    /// uses domains when `failureDomainsEnabled` is set.
+    #[serde(default)]
+    pub failure_domain: Option<String>,
 }
 
 fn default_broker_name() -> String {
@@ -245,6 +276,10 @@ pub struct NamespaceGroup {
     /// Daily wave.
     #[serde(default)]
     pub diurnal: Option<Diurnal>,
+    /// `namespaceAntiAffinityGroup` of every namespace of the group; `{i}` is replaced as in `name`, so groups
+    /// with the same template and count pair their i-th namespaces.
+    #[serde(default)]
+    pub anti_affinity_group: Option<String>,
 }
 
 fn one() -> u32 {
@@ -295,6 +330,9 @@ pub struct Diurnal {
     /// Phase shift per namespace of the group, minutes.
     #[serde(default)]
     pub phase_step_minutes: f64,
+    /// Phase shift of the group's first namespace, minutes.
+    #[serde(default)]
+    pub phase_minutes: f64,
 }
 
 fn day() -> f64 {
@@ -346,6 +384,10 @@ pub enum Event {
         /// Downtime of each, seconds.
         #[serde(default = "default_down")]
         down_seconds: f64,
+        /// Graceful shutdown (default) or crash (noticed after the session timeout; the broker comes back no
+        /// sooner than that).
+        #[serde(default = "yes")]
+        graceful: bool,
     },
     /// Traffic ramp of one bundle's topics or a whole namespace.
     #[serde(rename_all = "camelCase")]

@@ -16,6 +16,8 @@
 //! * **Notifications**: ownership changes reach the core after the step that caused them, at the same instant
 //!   (the runtime's watches deliver them after the batch). The core's own record writes are not notified back:
 //!   the core already holds them with their versions, and the runtime's echo of them changes nothing.
+//! * **Policies**: each namespace's local policies carry its bundles and its anti-affinity group; the failure
+//!   domains of the world's brokers are the cluster policies a new leader loads (no isolation policies).
 //! * **Clients**: a bundle that is unowned and unrecorded when a leader starts is looked up
 //!   ([`Request::Assign`]); one that could not be placed is looked up again when a broker joins.
 
@@ -25,8 +27,8 @@ use crate::bundle::{
     split_bundle, NamespaceBundles, NamespaceName, SplitOutcome, TopicName, TopicTraffic,
 };
 use crate::core::leader::{
-    Command, Event, FlushedNode, FlushedValue, Leader as Core, LoadedState, NamespaceBundlesInfo,
-    Outcome, OwnerSeen, Request, SplitWrite, Tick, Ticket,
+    ClusterPolicyData, Command, Event, FlushedNode, FlushedValue, Leader as Core, LoadedState,
+    NamespaceBundlesInfo, Outcome, OwnerSeen, Request, SplitWrite, Tick, Ticket,
 };
 use crate::model::records::{AssignmentCause, AssignmentState, BundleAssignment};
 use crate::model::LocalPolicies;
@@ -85,6 +87,7 @@ impl<'w> Sim<'w> {
         let bundles = self.ns_bundles[ns].clone();
         let local = LocalPolicies {
             bundles: bundles.to_bundles_data(),
+            namespace_anti_affinity_group: self.world.namespaces[ns].anti_affinity_group.clone(),
             ..Default::default()
         };
         NamespaceBundlesInfo {
@@ -114,6 +117,18 @@ impl<'w> Sim<'w> {
         state.namespaces = (0..self.world.namespaces.len())
             .map(|ns| self.namespace_info(ns))
             .collect();
+        let domains: BTreeMap<String, String> = self
+            .world
+            .brokers
+            .iter()
+            .filter_map(|b| Some((b.id.clone(), b.failure_domain.clone()?)))
+            .collect();
+        if !domains.is_empty() {
+            state.cluster = Some(ClusterPolicyData {
+                isolation: Vec::new(),
+                domains,
+            });
+        }
         for (i, br) in self.brokers.iter().enumerate() {
             if br.registered {
                 if let Some((gains, losses)) = &br.reported_deltas {

@@ -109,11 +109,22 @@ impl<'w> Sim<'w> {
     pub(super) fn timeline(&mut self, i: usize, t: i64) {
         match &self.world.events[i].1 {
             WorldEvent::Stop { broker, graceful } => self.leave(*broker, t, *graceful),
-            WorldEvent::Restart { broker, down_ms } => {
-                let (b, down) = (*broker, *down_ms);
+            WorldEvent::Restart {
+                broker,
+                down_ms,
+                graceful,
+            } => {
+                let (b, down, graceful) = (*broker, *down_ms, *graceful);
                 if self.brokers[b].up {
-                    self.leave(b, t, true);
-                    self.push(t + down, Ev::Join(b));
+                    self.leave(b, t, graceful);
+                    // A crashed broker's new session starts once the old one expired: its deregistration
+                    // (scheduled by `leave`, so it runs first at the same instant) comes before its return.
+                    let back = if graceful {
+                        down
+                    } else {
+                        down.max(self.settings.metadata_store_session_timeout_millis.max(0))
+                    };
+                    self.push(t + back, Ev::Join(b));
                 }
             }
             WorldEvent::Ramp {

@@ -58,6 +58,7 @@ impl World {
                         base_cpu_cores: s.model.base_cpu_cores,
                     },
                     join_ms: minutes(g.join_at_minute),
+                    failure_domain: g.failure_domain.clone(),
                 });
             }
         }
@@ -140,12 +141,17 @@ impl World {
                 let wave = g.diurnal.map(|d| Wave {
                     amplitude: d.amplitude,
                     period_ms: d.period_minutes * 60_000.0,
-                    phase_ms: i as f64 * d.phase_step_minutes * 60_000.0,
+                    phase_ms: (d.phase_minutes + i as f64 * d.phase_step_minutes) * 60_000.0,
                 });
+                let anti_affinity_group = g
+                    .anti_affinity_group
+                    .as_ref()
+                    .map(|t| t.replace("{i}", &pad(i, g.count as usize)));
                 namespaces.push(NamespaceSpec {
                     name: ns_name,
                     bundles: nb,
                     wave,
+                    anti_affinity_group,
                 });
             }
             let n = bundle_topics.len();
@@ -239,6 +245,7 @@ impl World {
                     brokers: list,
                     every_minutes,
                     down_seconds,
+                    graceful,
                 } => {
                     let order: Vec<usize> = if list.is_empty() {
                         let mut p = present.clone();
@@ -255,6 +262,7 @@ impl World {
                             WorldEvent::Restart {
                                 broker: b,
                                 down_ms: (down_seconds * 1000.0).round() as i64,
+                                graceful: *graceful,
                             },
                         ));
                     }

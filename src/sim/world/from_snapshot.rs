@@ -34,7 +34,8 @@ impl World {
     /// `bundleTopics` when listed, else generated names hashing into the bundle), the snapshot's bundle data as
     /// the stored data, its recently unloaded bundles and brokers and its extensible EMAs as the first leader's
     /// state, no events. Namespace boundaries come from the snapshot, else from the bundles seen (gaps become
-    /// bundles without topics).
+    /// bundles without topics); anti-affinity groups and failure domains come from the snapshot (its isolation
+    /// policies are not simulated).
     /// Naming topics is bounded: at most `NAME_TRIES` names are tried over the whole snapshot, so a snapshot of
     /// many very narrow bundles without `bundleTopics` is refused in seconds, not hours.
     pub fn from_snapshot(
@@ -127,6 +128,7 @@ impl World {
                     base_cpu_cores: (used - k * cost).max(0.0),
                 },
                 join_ms: 0,
+                failure_domain: policies.domains.get(id).cloned(),
             });
         }
 
@@ -269,6 +271,7 @@ impl World {
                 name: ns_name.clone(),
                 bundles: nb,
                 wave: None,
+                anti_affinity_group: policies.anti_affinity_group(ns_name).map(str::to_owned),
             });
         }
         Ok(World {

@@ -32,6 +32,8 @@ pub struct BrokerSpec {
     pub capacity: Capacity,
     /// When it first starts, ms after the start.
     pub join_ms: i64,
+    /// Its failure domain (`None`: Pulsar's `default`), which placement uses with `failureDomainsEnabled`.
+    pub failure_domain: Option<String>,
 }
 
 /// A traffic wave of one namespace.
@@ -62,6 +64,8 @@ pub struct NamespaceSpec {
     pub bundles: NamespaceBundles,
     /// Daily wave, if any.
     pub wave: Option<Wave>,
+    /// `namespaceAntiAffinityGroup` of its local policies, if any.
+    pub anti_affinity_group: Option<String>,
 }
 
 /// One topic.
@@ -107,8 +111,10 @@ pub enum WorldEvent {
     Restart {
         /// Broker index.
         broker: usize,
-        /// Downtime, ms.
+        /// Downtime, ms (a crashed broker also waits for its session to expire).
         down_ms: i64,
+        /// Graceful (else a crash).
+        graceful: bool,
     },
     /// Topics ramp linearly to `factor` over `ramp_ms`.
     Ramp {

@@ -61,8 +61,13 @@ fn timeline_restarts_spikes_and_ramps() {
         .events
         .iter()
         .filter_map(|(t, e)| match e {
-            WorldEvent::Restart { broker, down_ms } => {
+            WorldEvent::Restart {
+                broker,
+                down_ms,
+                graceful,
+            } => {
                 assert_eq!(*down_ms, 30_000);
+                assert!(*graceful);
                 Some((*t, *broker))
             }
             _ => None,
@@ -204,5 +209,233 @@ fn a_snapshots_decision_state_reaches_the_first_leader() {
         result.trace.iter().all(|l| !l.contains("CoolDown")),
         "{:#?}",
         result.trace
+    );
+}
+
+#[test]
+fn anti_affinity_groups_failure_domains_and_wave_phases() {
+    let s = scenario(
+        r#"{"name":"t","durationMinutes":3,
+            "brokers":[{"count":2,"name":"a-{i}","failureDomain":"zone-a"},{"count":1,"name":"b-{i}","failureDomain":"zone-b"},
+                       {"count":1}],
+            "namespaces":[{"name":"t/x-{i}","count":3,"bundles":1,"msgRateIn":1,"antiAffinityGroup":"g-{i}",
+                           "diurnal":{"amplitude":0.5,"phaseMinutes":30,"phaseStepMinutes":60}},
+                          {"name":"t/y-{i}","count":3,"bundles":1,"msgRateIn":1,"antiAffinityGroup":"g-{i}"},
+                          {"name":"t/z-{i}","count":2,"bundles":1,"msgRateIn":1,"antiAffinityGroup":"all"},
+                          {"name":"t/free","bundles":1,"msgRateIn":1}]}"#,
+    );
+    let w = World::from_scenario(&s, 0).unwrap();
+    let domains: Vec<(&str, Option<&str>)> = w
+        .brokers
+        .iter()
+        .map(|b| (b.id.as_str(), b.failure_domain.as_deref()))
+        .collect();
+    assert_eq!(
+        domains,
+        [
+            ("a-01:8080", Some("zone-a")),
+            ("a-02:8080", Some("zone-a")),
+            ("b-01:8080", Some("zone-b")),
+            ("broker-01:8080", None)
+        ]
+    );
+    let groups: Vec<(&str, Option<&str>)> = w
+        .namespaces
+        .iter()
+        .map(|n| (n.name.as_str(), n.anti_affinity_group.as_deref()))
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            ("t/x-00", Some("g-00")),
+            ("t/x-01", Some("g-01")),
+            ("t/x-02", Some("g-02")),
+            ("t/y-00", Some("g-00")),
+            ("t/y-01", Some("g-01")),
+            ("t/y-02", Some("g-02")),
+            ("t/z-00", Some("all")),
+            ("t/z-01", Some("all")),
+            ("t/free", None)
+        ]
+    );
+    // phaseMinutes shifts the group's first namespace; phaseStepMinutes adds per namespace.
+    let phases: Vec<f64> = w.namespaces[..3]
+        .iter()
+        .map(|n| n.wave.unwrap().phase_ms)
+        .collect();
+    assert_eq!(phases, [1_800_000.0, 5_400_000.0, 9_000_000.0]);
+    // A snapshot's groups and domains carry over too.
+    let mut snap = Snapshot::from_json(include_str!("../../../examples/snapshot.json")).unwrap();
+    let (broker, ns) = {
+        let (id, r) = snap.brokers.iter().next().unwrap();
+        let bundle = r.last_stats.keys().next().unwrap();
+        let ns = crate::bundle::BundleName::parse(bundle)
+            .unwrap()
+            .namespace()
+            .to_string();
+        (id.clone(), ns)
+    };
+    snap.namespaces
+        .entry(ns.clone())
+        .or_default()
+        .anti_affinity_group = Some("g".into());
+    snap.failure_domains
+        .insert("zone-1".into(), vec![broker.clone()]);
+    let w = World::from_snapshot(&snap, "s", 1.0, CostModel::default()).unwrap();
+    let b = w.brokers.iter().find(|b| b.id == broker).unwrap();
+    assert_eq!(b.failure_domain.as_deref(), Some("zone-1"));
+    let n = w.namespaces.iter().find(|n| n.name == ns).unwrap();
+    assert_eq!(n.anti_affinity_group.as_deref(), Some("g"));
+}
+
+/// Each broker's CPU at the start, percent (no noise): base plus the traffic of the bundles it owns.
+fn starting_cpu(w: &World) -> Vec<f64> {
+    let index: std::collections::BTreeMap<(usize, u64), usize> = w
+        .bundles
+        .iter()
+        .enumerate()
+        .map(|(i, b)| ((b.ns, b.range.lower()), i))
+        .collect();
+    let mut per_broker = vec![Rates::default(); w.brokers.len()];
+    for t in &w.topics {
+        let b = &w.bundles[index[&(t.ns, w.namespaces[t.ns].bundles.find(t.hash).lower())]];
+        if let Some(o) = b.owner {
+            per_broker[o].add_scaled(&t.base, 1.0);
+        }
+    }
+    w.brokers
+        .iter()
+        .zip(&per_broker)
+        .map(|(b, r)| {
+            100.0 * (b.capacity.base_cpu_cores + w.model.traffic_cores(r)) / b.capacity.cpu_cores
+        })
+        .collect()
+}
+
+fn mean(v: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = v.collect();
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// The built-ins added for strategies' known failures start as their descriptions say.
+#[test]
+fn failure_scenarios_start_as_described() {
+    let built = |name: &str| World::from_scenario(&Scenario::built_in(name).unwrap(), 1).unwrap();
+
+    // heterogeneous-large: three sizes with the same expected traffic each.
+    let w = built("heterogeneous-large");
+    assert_eq!((w.brokers.len(), w.bundles.len()), (48, 3000));
+    let cpu = starting_cpu(&w);
+    let tier = |prefix: &str| {
+        mean(
+            w.brokers
+                .iter()
+                .zip(&cpu)
+                .filter(|(b, _)| b.id.starts_with(prefix))
+                .map(|(_, c)| *c),
+        )
+    };
+    let (small, medium, big) = (tier("small-"), tier("medium-"), tier("big-"));
+    assert!((70.0..90.0).contains(&small), "{small}");
+    assert!((35.0..45.0).contains(&medium), "{medium}");
+    assert!((17.0..23.0).contains(&big), "{big}");
+    let cores: f64 = w.brokers.iter().map(|b| b.capacity.cpu_cores).sum();
+    let weighted: f64 = w
+        .brokers
+        .iter()
+        .zip(&cpu)
+        .map(|(b, c)| c * b.capacity.cpu_cores)
+        .sum::<f64>()
+        / cores;
+    assert!((32.0..38.0).contains(&weighted), "{weighted}");
+
+    // skew-crash: three hot brokers; broker-02 crashes at minute 3 and is back at minute 35.
+    let w = built("skew-crash");
+    let cpu = starting_cpu(&w);
+    assert!(cpu[..3].iter().all(|c| *c > 80.0), "{cpu:?}");
+    assert!(cpu[3..].iter().all(|c| *c < 10.0), "{cpu:?}");
+    assert_eq!(
+        w.events,
+        [(
+            180_000,
+            WorldEvent::Restart {
+                broker: 1,
+                down_ms: 1_920_000,
+                graceful: false
+            }
+        )]
+    );
+
+    // anti-affinity: 16 groups of 3 namespaces, each group on one zone-a broker at the start.
+    let w = built("anti-affinity");
+    let mut groups: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+    for (i, n) in w.namespaces.iter().enumerate() {
+        if let Some(g) = &n.anti_affinity_group {
+            groups.entry(g).or_default().push(i);
+        }
+    }
+    assert_eq!(groups.len(), 16);
+    for (g, members) in &groups {
+        assert_eq!(members.len(), 3, "{g}");
+        let owners: std::collections::BTreeSet<usize> = w
+            .bundles
+            .iter()
+            .filter(|b| members.contains(&b.ns))
+            .map(|b| b.owner.unwrap())
+            .collect();
+        assert_eq!(owners.len(), 1, "{g}");
+        let o = *owners.first().unwrap();
+        assert_eq!(w.brokers[o].failure_domain.as_deref(), Some("zone-a"));
+    }
+    assert_eq!(
+        w.brokers
+            .iter()
+            .filter(|b| b.failure_domain.as_deref() == Some("zone-c"))
+            .count(),
+        4
+    );
+    let cpu = starting_cpu(&w);
+    assert!(cpu[..4].iter().all(|c| (85.0..95.0).contains(c)), "{cpu:?}");
+    assert!(w.settings_text.contains("failureDomainsEnabled=true"));
+
+    // scale-out-2x: 8 brokers near 70 %, 8 join at minute 10.
+    let w = built("scale-out-2x");
+    let cpu = starting_cpu(&w);
+    let first = mean(cpu[..8].iter().copied());
+    assert!((67.0..73.0).contains(&first), "{cpu:?}");
+    assert!(w.brokers[8..].iter().all(|b| b.join_ms == 600_000));
+    assert_eq!(
+        w.events
+            .iter()
+            .filter(|(_, e)| matches!(e, WorldEvent::Ramp { factor, .. } if *factor == 1.3))
+            .count(),
+        8
+    );
+
+    // diurnal-hot-tenant: the hot namespace carries about 5 times any other's traffic (the jitter spreads the
+    // group's total unevenly over its namespaces), on its own phase.
+    let w = built("diurnal-hot-tenant");
+    let mut per_ns = vec![0.0; w.namespaces.len()];
+    for t in &w.topics {
+        per_ns[t.ns] += t.base.rate_in;
+    }
+    let hot = w
+        .namespaces
+        .iter()
+        .position(|n| n.name == "hot/ns")
+        .unwrap();
+    for (i, r) in per_ns.iter().enumerate() {
+        if i != hot {
+            assert!((per_ns[hot] / r - 5.0).abs() < 0.5, "{per_ns:?}");
+        }
+    }
+    let phases: Vec<f64> = w
+        .namespaces
+        .iter()
+        .map(|n| n.wave.unwrap().phase_ms / 60_000.0)
+        .collect();
+    assert_eq!(
+        phases,
+        [0.0, 180.0, 360.0, 540.0, 720.0, 900.0, 1080.0, 1260.0, 90.0]
     );
 }
