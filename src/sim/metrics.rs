@@ -15,7 +15,8 @@
 //! * `overloadedBrokerMinutes` — Σ over samples of the brokers with a score above 85, × 5 s, in minutes.
 //! * `splits` — bundle splits carried out.
 //! * `minMoves` — the fewest shedding moves that bring the true scores within 10 points of each other, for the
-//!   state at the first sample from `convergeAfterMinutes` on with no bundle in flight
+//!   state just before the first shedding decision from `convergeAfterMinutes` on with no bundle in flight
+//!   (or two minutes after it at the latest)
 //!   ([`crate::core::optimal`]): the proven minimum when `minMovesExact` (small states), else a lower bound;
 //!   `null` when no balanced state exists. `movesOverMinimum` = `moves ÷ minMoves` (`null` when `minMoves` is 0
 //!   or null) — an upper estimate of the true ratio when the minimum is a bound. It compares a whole run with

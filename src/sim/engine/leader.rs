@@ -632,6 +632,7 @@ impl<'w> Sim<'w> {
     /// The simulator's leader ticks.
     pub(super) fn leader_tick(&mut self, t: i64, tick: Tick) {
         if tick == Tick::Shedding && self.leader.is_some() {
+            self.measure_min_moves(t);
             let started = std::time::Instant::now();
             self.leader_step(t, Event::Tick(tick));
             self.recorder

@@ -169,12 +169,11 @@ impl<'w> Sim<'w> {
             }
         }
         self.recorder.sample(t, &scores);
-        self.measure_min_moves(t);
     }
 
-    /// Once, at the first sample from `convergeAfterMinutes` on with no bundle in flight (or two minutes after it
-    /// at the latest): the fewest moves that balance that state.
-    fn measure_min_moves(&mut self, t: i64) {
+    /// Once, just before the first shedding decision from `convergeAfterMinutes` on with no bundle in flight (or
+    /// the first two minutes after it at the latest): the fewest moves that balance that state.
+    pub(super) fn measure_min_moves(&mut self, t: i64) {
         let from = self.world.converge_after_ms;
         if self.min_moves_measured || t < from {
             return;
