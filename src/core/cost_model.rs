@@ -6,14 +6,17 @@
 //! A broker's score is AvgShedder's: the largest of four weighted resource percentages (cpu, direct memory,
 //! NIC in, NIC out; the four-weight form `W4`, in points 0–100). Each resource is driven by one kind of traffic
 //! ([`Traffic`]): cpu by messages (msg/s in + out), direct memory by bytes (B/s in + out), NIC in by bytes in and
-//! NIC out by bytes out. The model is proportional: a broker's *cost* of a resource is its weighted percentage
-//! divided by its driving traffic, so moving traffic `t` off broker A onto broker B changes A's percentage by
+//! NIC out by bytes out. The model is linear: a broker's *cost* of a resource is its weighted percentage above
+//! its idle usage divided by its driving traffic, so moving traffic `t` off broker A onto broker B changes A's percentage by
 //! `−cost_A × t` and B's by `+cost_B × t`. Two brokers with the same traffic but different hardware have
 //! different costs — which is what lets a plan equalise *usage* on a heterogeneous cluster, where AvgShedder and
 //! UniformLoadShedder equalise message rates.
 //!
-//! A broker's idle usage is folded into its cost, so the model overestimates what small moves do on lightly
-//! loaded brokers; every cycle re-plans from fresh reports, so the error does not accumulate.
+//! A broker's usage is `idle + cost × traffic` per resource. The *idle* usage is what the broker reports while it
+//! has no traffic of that kind (a new or restarted broker); a broker never seen idle borrows the cluster's
+//! median idle usage in absolute terms (idle percentage × capacity, over its own capacity), or 0 when no broker
+//! was ever seen idle. Without the idle term, an empty broker's first bundles would be predicted to cost what
+//! they cost on a busy broker *plus* that broker's idle share, and plans would under-fill new brokers.
 //!
 //! A broker without traffic of a kind (a new or empty broker) has no cost of its own for it: it gets the median
 //! *absolute* cost of the brokers that have one (cost × capacity), divided by its own capacity — the same
@@ -87,13 +90,28 @@ pub fn capacities(r: &LocalBrokerData) -> Vector {
     resources(r).map(|u| u.limit)
 }
 
-/// The cost the report itself shows for each resource (weighted percentage ÷ traffic), `None` where the
-/// traffic is too small to tell or the limit is unknown.
-pub fn observed_costs(r: &LocalBrokerData, w: &ResourceWeights) -> [Option<f64>; RESOURCES] {
+/// The idle usage a report shows: its weighted percentage for each resource it carries no traffic of, `None`
+/// for the others.
+pub fn idle_percentages(r: &LocalBrokerData, w: &ResourceWeights) -> [Option<f64>; RESOURCES] {
     let pct = weighted_percentages(r, w);
     let x = broker_traffic(r);
     let cap = capacities(r);
-    std::array::from_fn(|i| (x[i] >= MIN_TRAFFIC[i] && cap[i] > 0.0).then(|| pct[i] / x[i]))
+    std::array::from_fn(|i| (x[i] < MIN_TRAFFIC[i] && cap[i] > 0.0).then_some(pct[i]))
+}
+
+/// The marginal cost the report itself shows for each resource ((weighted percentage − idle) ÷ traffic), `None`
+/// where the traffic is too small to tell or the limit is unknown.
+pub fn observed_costs(
+    r: &LocalBrokerData,
+    w: &ResourceWeights,
+    idle: &Vector,
+) -> [Option<f64>; RESOURCES] {
+    let pct = weighted_percentages(r, w);
+    let x = broker_traffic(r);
+    let cap = capacities(r);
+    std::array::from_fn(|i| {
+        (x[i] >= MIN_TRAFFIC[i] && cap[i] > 0.0).then(|| (pct[i] - idle[i]).max(0.0) / x[i])
+    })
 }
 
 /// The score (points) of a percentage vector: the largest entry.
@@ -106,9 +124,9 @@ pub fn shifted(p: &Vector, cost: &Vector, traffic: &Traffic, k: f64) -> Vector {
     std::array::from_fn(|i| p[i] + k * cost[i] * traffic[i])
 }
 
-/// Median absolute costs (cost × capacity) over brokers that have a cost of their own, per resource; `None` where
-/// no broker has one.
-pub fn median_absolute_costs<'a>(
+/// Median absolute values (value × capacity) over brokers that have a value of their own, per resource — costs
+/// or idle usages; `None` where no broker has one.
+pub fn median_absolute<'a>(
     known: impl Iterator<Item = ([Option<f64>; RESOURCES], Vector)> + 'a,
 ) -> [Option<f64>; RESOURCES] {
     let mut per: [Vec<f64>; RESOURCES] = Default::default();
@@ -124,8 +142,9 @@ pub fn median_absolute_costs<'a>(
     per.map(|mut v| median(&mut v))
 }
 
-/// Completes a broker's costs: its own where known, else the median absolute cost over its own capacity, else 0.
-pub fn complete_costs(
+/// Completes a broker's costs (or idle usages): its own where known, else the median absolute value over its own
+/// capacity, else 0.
+pub fn complete(
     own: [Option<f64>; RESOURCES],
     capacity: &Vector,
     prior: &[Option<f64>; RESOURCES],
@@ -174,18 +193,25 @@ mod tests {
         let w = ResourceWeights::default();
         // 400 % of 800 % cpu for 10 000 msg/s: 50 points, 0.005 points per msg/s.
         let small = report((400.0, 800.0), 10_000_000.0, 10_000.0, 1e6);
-        let c = observed_costs(&small, &w);
+        let c = observed_costs(&small, &w, &[0.0; RESOURCES]);
         assert!((c[0].unwrap() - 0.005).abs() < 1e-12);
         // An idle broker twice the size gets half the percentage cost for the same hardware cost.
         let big_idle = report((10.0, 1600.0), 20_000_000.0, 0.0, 0.0);
-        let own = observed_costs(&big_idle, &w);
+        let own = observed_costs(&big_idle, &w, &[0.0; RESOURCES]);
         assert_eq!(own[0], None);
-        let prior = median_absolute_costs(
-            [(observed_costs(&small, &w), capacities(&small))].into_iter(),
-        );
-        let full = complete_costs(own, &capacities(&big_idle), &prior);
+        let prior = median_absolute([(c, capacities(&small))].into_iter());
+        let full = complete(own, &capacities(&big_idle), &prior);
         assert!((full[0] - 0.0025).abs() < 1e-12, "{full:?}");
         assert!((full[2] - c[2].unwrap() / 2.0).abs() < 1e-15);
+        // Its idle usage: 10 % of one core on 1600 % = 0.625 points; the busy broker's marginal cost without an
+        // idle term of the same absolute size (10 % of a core on 800 % = 1.25 points) is (50 − 1.25) / 10 000.
+        let idle = idle_percentages(&big_idle, &w);
+        assert_eq!(idle[0], Some(0.625));
+        let idle_prior = median_absolute([(idle, capacities(&big_idle))].into_iter());
+        let small_idle = complete([None; RESOURCES], &capacities(&small), &idle_prior);
+        assert!((small_idle[0] - 1.25).abs() < 1e-12);
+        let marginal = observed_costs(&small, &w, &small_idle);
+        assert!((marginal[0].unwrap() - 48.75 / 10_000.0).abs() < 1e-12);
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //!
 //! * A planned destination that is still a candidate is used (BandShedder's own plans are binding and never
 //!   reach here; a plan from elsewhere is honoured the same way).
-//! * Otherwise each candidate's score is predicted with the cost model of [`crate::core::cost_model`] from its
-//!   report alone — its current weighted percentages plus its cost × the traffic of the bundle and of every bundle
+//! * Otherwise each candidate's score is predicted with the cost model of [`crate::core::cost_model`] from the
+//!   reports alone (idle usage and costs as the reports show them now) — its current weighted percentages plus
+//!   its marginal cost × the traffic of the bundle and of every bundle
 //!   preallocated to it since its last report — and the lowest wins; ties (within 0.01 points) are broken at
-//!   random. Counting the preallocations keeps a burst of placements (a broker's bundles after a crash) from all
+//!   random. A bundle never observed (no sample in its window) counts as the mean bundle of the reports.
+//!   Counting the preallocations keeps a burst of placements (a broker's bundles after a crash) from all
 //!   landing on the broker that was least loaded at the last report.
 
 use rand::rngs::StdRng;
@@ -20,42 +22,69 @@ use crate::core::{num, weights4};
 pub(super) struct Model {
     pct: Vec<Vector>,
     cost: Vec<Vector>,
+    /// The mean traffic of a bundle over the brokers' reports: the estimate for a bundle never observed.
+    mean_bundle: Traffic,
 }
 
 fn model(ctx: &PlacementContext<'_>) -> Model {
     let w = weights4(ctx.settings);
+    let caps: Vec<Vector> = ctx
+        .brokers
+        .iter()
+        .map(|b| cost_model::capacities(&b.entry.local))
+        .collect();
+    let pct: Vec<Vector> = ctx
+        .brokers
+        .iter()
+        .map(|b| cost_model::weighted_percentages(&b.entry.local, &w))
+        .collect();
+    let idle_seen: Vec<[Option<f64>; RESOURCES]> = ctx
+        .brokers
+        .iter()
+        .map(|b| cost_model::idle_percentages(&b.entry.local, &w))
+        .collect();
+    let idle_prior =
+        cost_model::median_absolute(idle_seen.iter().copied().zip(caps.iter().copied()));
     let observed: Vec<[Option<f64>; RESOURCES]> = ctx
         .brokers
         .iter()
-        .map(|b| cost_model::observed_costs(&b.entry.local, &w))
+        .enumerate()
+        .map(|(i, b)| {
+            let mut idle = cost_model::complete(idle_seen[i], &caps[i], &idle_prior);
+            for r in 0..RESOURCES {
+                idle[r] = idle[r].min(pct[i][r]);
+            }
+            cost_model::observed_costs(&b.entry.local, &w, &idle)
+        })
         .collect();
-    let prior = cost_model::median_absolute_costs(
-        ctx.brokers
-            .iter()
-            .zip(&observed)
-            .map(|(b, o)| (*o, cost_model::capacities(&b.entry.local))),
-    );
+    let prior = cost_model::median_absolute(observed.iter().copied().zip(caps.iter().copied()));
+    let (mut total, mut bundles) = ([0.0; RESOURCES], 0usize);
+    for b in &ctx.brokers {
+        let x = cost_model::broker_traffic(&b.entry.local);
+        for r in 0..RESOURCES {
+            total[r] += x[r];
+        }
+        bundles += b.entry.local.bundles.len();
+    }
+    let mean_bundle = total.map(|t| t / bundles.max(1) as f64);
     Model {
-        pct: ctx
-            .brokers
+        mean_bundle,
+        cost: observed
             .iter()
-            .map(|b| cost_model::weighted_percentages(&b.entry.local, &w))
+            .zip(&caps)
+            .map(|(o, cap)| cost_model::complete(*o, cap, &prior))
             .collect(),
-        cost: ctx
-            .brokers
-            .iter()
-            .zip(&observed)
-            .map(|(b, o)| {
-                cost_model::complete_costs(*o, &cost_model::capacities(&b.entry.local), &prior)
-            })
-            .collect(),
+        pct,
     }
 }
 
-fn traffic_of(ctx: &PlacementContext<'_>, bundle: &str) -> Traffic {
-    ctx.load
-        .bundle(bundle)
-        .map_or([0.0; RESOURCES], |d| cost_model::bundle_traffic(&d.short_term_data))
+/// A bundle's traffic: its short-term window, or the mean bundle's when it was never observed (a new leader that
+/// places a crashed broker's bundles before any report of them knows only the defaults).
+fn traffic_of(ctx: &PlacementContext<'_>, m: &Model, bundle: &str) -> Traffic {
+    match ctx.load.bundle(bundle) {
+        Some(d) if d.short_term_data.num_samples > 0 => cost_model::bundle_traffic(&d.short_term_data),
+        _ => m.mean_bundle,
+    }
 }
 
 pub(super) fn select(
@@ -74,14 +103,14 @@ pub(super) fn select(
         }
     }
     let m = ctx.band.get_or_init(|| model(ctx));
-    let own = traffic_of(ctx, bundle);
+    let own = traffic_of(ctx, m, bundle);
     let predicted: Vec<(usize, f64)> = candidates
         .iter()
         .map(|&i| {
             let mut t = own;
             for pre in &ctx.brokers[i].entry.preallocated {
                 if pre != bundle {
-                    let x = traffic_of(ctx, pre);
+                    let x = traffic_of(ctx, m, pre);
                     for r in 0..RESOURCES {
                         t[r] += x[r];
                     }

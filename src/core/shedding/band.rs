@@ -8,8 +8,9 @@
 //!    right after a change the ratio is off); the strategy keeps the last [`COST_SAMPLES`] samples and uses
 //!    their median, so a usage spike that traffic does not explain (a GC pause, a compaction) and lasts fewer
 //!    than half of those cycles moves neither the cost nor the score. Brokers without traffic of a kind borrow
-//!    the cluster's median absolute cost.
-//! 2. **Score.** A broker's score is the model's: cost × traffic per resource, largest of the four (AvgShedder's
+//!    the cluster's median absolute cost. Each broker's idle usage is what it reported while it had no traffic
+//!    (a new or restarted broker), else the cluster's median idle usage in absolute terms.
+//! 2. **Score.** A broker's score is the model's: idle + cost × traffic per resource, largest of the four (AvgShedder's
 //!    `W4` in points when the cost is current). Mean `m`, spread = max − min.
 //! 3. **Trigger.** Balanced while the spread is at most `loadmgrBandShedderSpreadPercentage` (10 points). A
 //!    broker outside `m ± spread/2` counts a hit per consecutive cycle on the same side; a plan is made when some
@@ -17,6 +18,7 @@
 //!    bundles or joined since the last cycle (an empty broker is no spike), and for every broker out of band
 //!    when the last plan stopped at its move budget. Making a plan clears every count.
 //! 4. **Plan.** Greedy, largest benefit first: repeatedly, over the bundles of the three highest-scored brokers
+//!    that have bundles outside their grace period
 //!    and, for each bundle, the three lowest-scored brokers placement allows, take the move that most reduces
 //!    Σ (score − m)², never leaving the destination above the source or above the plan band's top `m + plan/2`
 //!    (a destination overshot with fresh bundles could not shed them within the grace period). Stop when the
@@ -68,6 +70,8 @@ pub struct BandShedder {
     seen: Option<BTreeSet<String>>,
     /// Per bundle: brokers a plan moved it off, with when (epoch ms).
     left: HashMap<String, Vec<(String, i64)>>,
+    /// Per broker: its idle usage per resource, from the last report that carried no traffic of that kind.
+    idle: BTreeMap<String, [Option<f64>; RESOURCES]>,
     /// Per broker: the traffic of its report at the last cycle (costs are sampled only when it held steady).
     last_traffic: BTreeMap<String, Traffic>,
     /// The last plan stopped at the move budget: the next cycle goes on without waiting for hits.
@@ -112,11 +116,36 @@ impl BandShedder {
             .map_or(&[][..], |s| s[resource].as_slice())
     }
 
-    fn learn(&mut self, ctx: &SheddingContext<'_>) -> BTreeMap<String, [Option<f64>; RESOURCES]> {
+    /// Learns idle usages and costs from the reports; returns each broker's completed idle usage and its own
+    /// costs (`None` where it has none).
+    fn learn(&mut self, ctx: &SheddingContext<'_>) -> BTreeMap<String, (Vector, [Option<f64>; RESOURCES])> {
         let w = weights4(ctx.settings);
-        let mut own = BTreeMap::new();
         for (id, e) in ctx.load.brokers() {
-            let observed = cost_model::observed_costs(&e.local, &w);
+            let seen = cost_model::idle_percentages(&e.local, &w);
+            let idle = self.idle.entry(id.clone()).or_insert([None; RESOURCES]);
+            for r in 0..RESOURCES {
+                if seen[r].is_some() {
+                    idle[r] = seen[r];
+                }
+            }
+        }
+        let idle_prior = cost_model::median_absolute(ctx.load.brokers().map(|(id, e)| {
+            (
+                self.idle.get(id).copied().unwrap_or([None; RESOURCES]),
+                cost_model::capacities(&e.local),
+            )
+        }));
+        let mut out = BTreeMap::new();
+        for (id, e) in ctx.load.brokers() {
+            let cap = cost_model::capacities(&e.local);
+            let raw = cost_model::weighted_percentages(&e.local, &w);
+            let own_idle = self.idle.get(id).copied().unwrap_or([None; RESOURCES]);
+            let mut idle = cost_model::complete(own_idle, &cap, &idle_prior);
+            // A borrowed idle usage never exceeds what the broker uses now.
+            for r in 0..RESOURCES {
+                idle[r] = idle[r].min(raw[r]);
+            }
+            let observed = cost_model::observed_costs(&e.local, &w, &idle);
             let x = cost_model::broker_traffic(&e.local);
             let previous = self.last_traffic.insert(id.clone(), x);
             let hist = self.samples.entry(id.clone()).or_default();
@@ -138,9 +167,9 @@ impl BandShedder {
                 }
                 costs[r] = cost_model::median(&mut hist[r].clone());
             }
-            own.insert(id.clone(), costs);
+            out.insert(id.clone(), (idle, costs));
         }
-        own
+        out
     }
 }
 
@@ -172,9 +201,9 @@ impl Shedder for BandShedder {
         let mut out = SheddingOutcome::default();
 
         // 1. Learn, then complete every broker's costs.
-        let own = self.learn(ctx);
-        let prior = cost_model::median_absolute_costs(ctx.load.brokers().map(|(id, e)| {
-            (own[id.as_str()], cost_model::capacities(&e.local))
+        let learned = self.learn(ctx);
+        let prior = cost_model::median_absolute(ctx.load.brokers().map(|(id, e)| {
+            (learned[id.as_str()].1, cost_model::capacities(&e.local))
         }));
 
         // 2. Score by the model.
@@ -197,18 +226,16 @@ impl Shedder for BandShedder {
             .iter()
             .map(|b| {
                 let local = &b.entry.local;
-                let cost = cost_model::complete_costs(
-                    own[b.id],
-                    &cost_model::capacities(local),
-                    &prior,
-                );
+                let (idle, own) = &learned[b.id];
+                let cost = cost_model::complete(*own, &cost_model::capacities(local), &prior);
                 let raw = cost_model::weighted_percentages(local, &w);
                 let x = cost_model::broker_traffic(local);
-                // Explained by traffic wherever the broker has traffic (its own cost, else the cluster's): its
-                // host usage lags behind bundles it just received. Its raw usage where it has none.
+                // Idle plus traffic × cost wherever the broker has traffic (its own cost, else the cluster's):
+                // its host usage lags behind bundles it just received, and a spike is not traffic. Its raw usage
+                // where it has none.
                 let p: Vector = std::array::from_fn(|r| {
                     if x[r] >= cost_model::MIN_TRAFFIC[r] && cost[r] > 0.0 {
-                        cost[r] * x[r]
+                        idle[r] + cost[r] * x[r]
                     } else {
                         raw[r]
                     }
@@ -349,13 +376,19 @@ impl Shedder for BandShedder {
             let mut best: Option<Weighed<'_>> = None;
             let mut second: Option<Weighed<'_>> = None;
             let mut weighed = 0usize;
-            for &src in order.iter().rev().take(SOURCES_PER_STEP) {
-                if sc[src] <= m {
+            let mut sources = 0;
+            for &src in order.iter().rev() {
+                if sc[src] <= m || sources == SOURCES_PER_STEP {
                     break;
                 }
                 if nodes[src].items.is_none() {
                     nodes[src].items = Some(items_of(nodes[src].id));
                 }
+                // A broker whose bundles are all in their grace period cannot be a source: look further down.
+                if nodes[src].items.as_ref().is_some_and(|v| v.is_empty()) {
+                    continue;
+                }
+                sources += 1;
                 for (k, item) in nodes[src].items.iter().flatten().enumerate() {
                     let cands = pctx.candidates(item.bundle);
                     let allowed_elsewhere = cands.base.iter().any(|i| *i != src);
@@ -516,6 +549,14 @@ impl Shedder for BandShedder {
         self.samples.retain(|b, _| active.contains(b));
         self.hits.retain(|b, _| active.contains(b));
         self.last_traffic.retain(|b, _| active.contains(b));
+        self.idle.retain(|b, _| active.contains(b));
+    }
+
+    fn on_past_move(&mut self, bundle: &str, source: &str, at: i64) {
+        let v = self.left.entry(bundle.to_owned()).or_default();
+        if !v.iter().any(|(b, t)| b == source && *t == at) {
+            v.push((source.to_owned(), at));
+        }
     }
 
     fn on_unloads_planned(&mut self, unloads: &[UnloadDecision], now: i64) {

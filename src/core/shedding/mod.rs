@@ -87,6 +87,10 @@ pub trait Shedder: Send + std::fmt::Debug {
     /// The unload attempts of the last pass finished (AvgShedder 5.0 drops its plans here).
     fn on_unload_attempt_completed(&mut self) {}
 
+    /// A new leader found the record of a past move of `bundle` off `source`, made at `at` (epoch ms): strategies
+    /// that remember moves (BandShedder's no-return rule) take it as their own.
+    fn on_past_move(&mut self, _bundle: &str, _source: &str, _at: i64) {}
+
     /// State restore (a snapshot's `recentlyUnloadedBrokers`): these brokers shed a bundle at these times,
     /// epoch ms. Only strategies with a broker cool-down keep them (TransferShedder); the others ignore them.
     fn restore_recently_unloaded_brokers(&mut self, _brokers: &BTreeMap<String, i64>) {}
