@@ -106,8 +106,9 @@ fn bench_cycles(c: &mut Criterion) {
                         kind.default_placement(),
                         kind == ShedderKind::TransferShedder,
                     );
-                    // AvgShedder needs a second look at a 40-point gap; prime it.
-                    if kind == ShedderKind::AvgShedder {
+                    // AvgShedder needs a second look at a 40-point gap, BandShedder a second cycle out of its
+                    // band; prime them.
+                    if matches!(kind, ShedderKind::AvgShedder | ShedderKind::BandShedder) {
                         run_shedding_cycle(
                             &mut l,
                             &settings,

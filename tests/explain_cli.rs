@@ -165,3 +165,61 @@ fn candidates_show_what_placement_dropped() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v.get("candidates").is_none(), "only with --candidates");
 }
+
+/// BandShedder's plan shows every broker's predicted score before and after, and each move its reason with the
+/// alternative it beat.
+#[test]
+fn band_shedder_shows_its_prediction() {
+    let out = explain(&[
+        "--snapshot",
+        "examples/snapshot.json",
+        "--strategy",
+        "BandShedder",
+        "--cycles",
+        "2",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("BandShedder shedding, BandShedder placement"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Predicted scores, now -> after the plan"),
+        "{text}"
+    );
+    assert!(text.contains("broker-1:8080: 85.0 -> "), "{text}");
+    assert!(text.contains("next best: "), "{text}");
+    assert!(
+        text.contains("the plan's binding destination broker-2:8080"),
+        "{text}"
+    );
+    let json = explain(&[
+        "--snapshot",
+        "examples/snapshot.json",
+        "--strategy",
+        "BandShedder",
+        "--cycles",
+        "2",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let prediction = v["prediction"].as_array().unwrap();
+    assert_eq!(prediction.len(), 4);
+    assert_eq!(prediction[0]["broker"], "broker-1:8080");
+    assert!(prediction[0]["scoreAfter"].as_f64().unwrap() < 85.0);
+    // One cycle is not enough: the hit count waits for a second look.
+    let one = explain(&[
+        "--snapshot",
+        "examples/snapshot.json",
+        "--strategy",
+        "BandShedder",
+    ]);
+    let text = String::from_utf8_lossy(&one.stdout);
+    assert!(text.contains("Unloads (0)"), "{text}");
+    assert!(text.contains("1/2 cycles"), "{text}");
+}

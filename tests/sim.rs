@@ -125,6 +125,18 @@ fn golden_metrics_for_a_fixed_seed() {
             avg_max_over_mean: 1.1562961046458315,
             peak_max_over_mean: 1.8068878413312734,
         },
+        Golden {
+            // Six moves, the proven minimum for this state (`minMoves` 6, exact).
+            shedder: ShedderKind::BandShedder,
+            placement: "BandShedder",
+            convergence: Some(125.0),
+            moves: 6,
+            ping_pong: 0,
+            reports: 20,
+            avg_spread: 5.192966198415664,
+            avg_max_over_mean: 1.1049322275887175,
+            peak_max_over_mean: 1.8068878413312734,
+        },
     ];
     for g in golden {
         let Golden {
@@ -151,6 +163,9 @@ fn golden_metrics_for_a_fixed_seed() {
         assert!(close(m.avg_spread, spread), "{what}");
         assert!(close(m.avg_max_over_mean, avg_ratio), "{what}");
         assert!(close(m.peak_max_over_mean, peak_ratio), "{what}");
+        if shedder == ShedderKind::BandShedder {
+            assert_eq!((m.min_moves, m.min_moves_exact), (Some(6), true), "{what}");
+        }
         // Same seed, same run; the only wall-clock field is left out.
         let mut again = run_one(&world, shedder, 1).metrics;
         let mut first = m.clone();
@@ -196,11 +211,12 @@ fn results_do_not_depend_on_threads() {
     )
     .unwrap();
     let (one, two) = (strip(one), strip(two));
-    assert_eq!(one.len(), 10);
+    assert_eq!(one.len(), 12);
     assert_eq!(one, two);
     assert_eq!(one[0].0, "golden");
     assert_eq!(one[0].1, "AvgShedder");
-    assert_eq!(one[5].0, "scale-out");
+    assert_eq!(one[5].1, "BandShedder");
+    assert_eq!(one[6].0, "scale-out");
 }
 
 #[test]
@@ -768,4 +784,39 @@ fn minutes_scenario_sizes_and_file_sizes_are_bounded() {
             "{args:?}: {err}"
         );
     }
+}
+
+/// BandShedder moves nothing for a spike that traffic does not explain.
+#[test]
+fn band_shedder_leaves_a_transient_spike_alone() {
+    let r = built_in("transient-spike", ShedderKind::BandShedder);
+    assert_eq!(r.metrics.moves, 0, "{:?}", r.metrics);
+}
+
+/// Brokers of two sizes with equal traffic: BandShedder balances their usage (AvgShedder, which moves by message
+/// rate, does not), without ping-pong.
+#[test]
+fn band_shedder_balances_heterogeneous_brokers_by_usage() {
+    let band = built_in("heterogeneous", ShedderKind::BandShedder).metrics;
+    let avg = built_in("heterogeneous", ShedderKind::AvgShedder).metrics;
+    assert!(band.convergence_seconds.is_some(), "{band:?}");
+    assert_eq!(avg.convergence_seconds, None, "{avg:?}");
+    assert_eq!(band.ping_pong_moves, 0);
+    assert!(
+        band.avg_spread < avg.avg_spread / 2.0,
+        "{band:?} vs {avg:?}"
+    );
+}
+
+/// Every run measures the fewest moves that balance its state, and reports its moves against it.
+#[test]
+fn runs_are_measured_against_the_fewest_moves() {
+    let r = built_in("scale-out", ShedderKind::AvgShedder).metrics;
+    let min = r.min_moves.expect("scale-out can be balanced");
+    assert!(min > 0 && min <= r.moves, "{r:?}");
+    assert_eq!(r.moves_over_minimum, Some(r.moves as f64 / min as f64));
+    // A cluster that stays balanced needs none.
+    let spike = built_in("transient-spike", ShedderKind::AvgShedder).metrics;
+    assert_eq!(spike.min_moves, Some(0));
+    assert_eq!(spike.moves_over_minimum, None);
 }

@@ -17,8 +17,8 @@ pub struct ExplainArgs {
     /// Decide on the live data of this metadata store instead of a snapshot file (changes nothing).
     #[arg(long)]
     pub store: Option<String>,
-    /// Shedding strategy (AvgShedder, ThresholdShedder, OverloadShedder, UniformLoadShedder, TransferShedder or a
-    /// Java class name); default: the configuration's.
+    /// Shedding strategy (AvgShedder, ThresholdShedder, OverloadShedder, UniformLoadShedder, TransferShedder,
+    /// BandShedder or a class name); default: the configuration's.
     #[arg(long)]
     pub strategy: Option<String>,
     /// Placement strategy (AvgShedder, LeastLongTermMessageRate, LeastResourceUsageWithWeight or a class name).

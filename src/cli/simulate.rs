@@ -20,7 +20,7 @@ pub struct SimulateArgs {
     /// 20000000 topics and 525600 minutes (365 days) per scenario.
     pub scenarios: Vec<String>,
     /// Shedding strategy to compare (repeatable; AvgShedder, ThresholdShedder, OverloadShedder,
-    /// UniformLoadShedder, TransferShedder or a class name), each with its default placement. Default: all.
+    /// UniformLoadShedder, TransferShedder, BandShedder or a class name), each with its default placement. Default: all.
     #[arg(long = "strategy")]
     pub strategies: Vec<String>,
     /// broker.conf whose settings apply to every run (over the scenario's own settings).

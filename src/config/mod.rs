@@ -888,6 +888,40 @@ mod tests {
     }
 
     #[test]
+    fn band_shedder_brings_its_placement_and_checks_its_spreads() {
+        let loaded = load("loadBalancerLoadSheddingStrategy=io.loadmgr.BandShedder\n").unwrap();
+        let s = loaded.settings;
+        assert_eq!(
+            s.load_balancer_load_shedding_strategy,
+            ShedderKind::BandShedder
+        );
+        assert_eq!(
+            s.load_balancer_load_placement_strategy,
+            PlacementKind::BandShedder
+        );
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        // Another placement keeps the binding plans: allowed without a warning.
+        let s = load("loadBalancerLoadSheddingStrategy=BandShedder\nloadBalancerLoadPlacementStrategy=LeastLongTermMessageRate\n")
+            .unwrap()
+            .settings;
+        assert_eq!(
+            s.load_balancer_load_placement_strategy,
+            PlacementKind::LeastLongTermMessageRate
+        );
+        let err = load("loadmgrBandShedderPlanSpreadPercentage=12\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("must not exceed loadmgrBandShedderSpreadPercentage"),
+            "{err}"
+        );
+        assert_eq!(
+            range_error("loadmgrBandShedderSpreadPercentage=0\n"),
+            "broker.conf:1: loadmgrBandShedderSpreadPercentage must be > 0, got 0"
+        );
+    }
+
+    #[test]
     fn operation_timeout_and_cache_expiry_must_be_positive() {
         assert_eq!(
             range_error("\nmetadataStoreOperationTimeoutSeconds=-5\n"),

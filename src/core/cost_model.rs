@@ -60,12 +60,7 @@ pub fn bundle_traffic(d: &TimeAverageMessageData) -> Traffic {
 }
 
 fn resources(r: &LocalBrokerData) -> [&ResourceUsage; RESOURCES] {
-    [
-        &r.cpu,
-        &r.direct_memory,
-        &r.bandwidth_in,
-        &r.bandwidth_out,
-    ]
+    [&r.cpu, &r.direct_memory, &r.bandwidth_in, &r.bandwidth_out]
 }
 
 fn weights(w: &ResourceWeights) -> Vector {

@@ -267,7 +267,8 @@ pub(super) fn decide(
             .map_err(|why| (Dropped::AntiAffinity, why))?;
     }
     let (destination, why) = match (&c.planned, c.binding) {
-        (Some(dst), true) => (dst.clone(), format!("transfer to {dst}")),
+        (Some(dst), true) if transfer_shedder => (dst.clone(), format!("transfer to {dst}")),
+        (Some(dst), true) => (dst.clone(), format!("the plan's binding destination {dst}")),
         _ => match select_broker(
             ctx,
             placement,

@@ -430,11 +430,7 @@ mod tests {
     #[test]
     fn heterogeneous_brokers_need_fewer_moves_to_the_big_one() {
         // Broker 1 is twice as big: the same load is half the points there.
-        let mut p = problem(
-            &[(0, 20.0), (0, 20.0), (0, 20.0), (1, 20.0)],
-            2,
-            10.0,
-        );
+        let mut p = problem(&[(0, 20.0), (0, 20.0), (0, 20.0), (1, 20.0)], 2, 10.0);
         p.brokers[1].scale[0] = 0.5;
         // Now 60 vs 10: moving one 20 gives 40 vs 20 (spread 20), two give 20 vs 30 (10): balanced.
         let s = solve(&p, 100_000).unwrap();

@@ -53,7 +53,11 @@ impl Leader {
             if rec.cause.starts_grace_period() && now - rec.updated_ms <= grace_ms {
                 self.load.record_unload(&rec.bundle, rec.updated_ms);
             }
-            if let Some(source) = rec.source.as_deref().filter(|_| rec.cause.starts_grace_period()) {
+            if let Some(source) = rec
+                .source
+                .as_deref()
+                .filter(|_| rec.cause.starts_grace_period())
+            {
                 self.strategies
                     .shedder
                     .on_past_move(&rec.bundle, source, rec.created_ms);

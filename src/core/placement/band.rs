@@ -82,7 +82,9 @@ fn model(ctx: &PlacementContext<'_>) -> Model {
 /// places a crashed broker's bundles before any report of them knows only the defaults).
 fn traffic_of(ctx: &PlacementContext<'_>, m: &Model, bundle: &str) -> Traffic {
     match ctx.load.bundle(bundle) {
-        Some(d) if d.short_term_data.num_samples > 0 => cost_model::bundle_traffic(&d.short_term_data),
+        Some(d) if d.short_term_data.num_samples > 0 => {
+            cost_model::bundle_traffic(&d.short_term_data)
+        }
         _ => m.mean_bundle,
     }
 }

@@ -555,19 +555,15 @@ pub fn select_broker(
         .load_balancer_broker_overloaded_threshold_percentage as f64
         / 100.0;
     if ctx.brokers[chosen].w4 > threshold {
-        if let Some((again, why2)) =
-            state
-                .strategy
-                .select(
-                    ctx,
-                    bundle,
-                    base,
-                    &cands.lltmr_best_base,
-                    planned,
-                    source,
-                    rng,
-                )
-        {
+        if let Some((again, why2)) = state.strategy.select(
+            ctx,
+            bundle,
+            base,
+            &cands.lltmr_best_base,
+            planned,
+            source,
+            rng,
+        ) {
             why = format!(
                 "{} usage {}% > overload threshold {}%, re-selected over the policy candidates: {why2}",
                 ctx.brokers[chosen].id,

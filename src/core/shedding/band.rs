@@ -118,7 +118,10 @@ impl BandShedder {
 
     /// Learns idle usages and costs from the reports; returns each broker's completed idle usage and its own
     /// costs (`None` where it has none).
-    fn learn(&mut self, ctx: &SheddingContext<'_>) -> BTreeMap<String, (Vector, [Option<f64>; RESOURCES])> {
+    fn learn(
+        &mut self,
+        ctx: &SheddingContext<'_>,
+    ) -> BTreeMap<String, (Vector, [Option<f64>; RESOURCES])> {
         let w = weights4(ctx.settings);
         for (id, e) in ctx.load.brokers() {
             let seen = cost_model::idle_percentages(&e.local, &w);
@@ -202,9 +205,11 @@ impl Shedder for BandShedder {
 
         // 1. Learn, then complete every broker's costs.
         let learned = self.learn(ctx);
-        let prior = cost_model::median_absolute(ctx.load.brokers().map(|(id, e)| {
-            (learned[id.as_str()].1, cost_model::capacities(&e.local))
-        }));
+        let prior = cost_model::median_absolute(
+            ctx.load
+                .brokers()
+                .map(|(id, e)| (learned[id.as_str()].1, cost_model::capacities(&e.local))),
+        );
 
         // 2. Score by the model.
         let pctx = PlacementContext::new(ctx.load, s, ctx.policies).with_now(ctx.now);
@@ -294,7 +299,11 @@ impl Shedder for BandShedder {
                 "{} {} ({} the band, {count}/{hits_needed} cycles{})",
                 n.id,
                 num(scores[i]),
-                if side == Side::Above { "above" } else { "below" },
+                if side == Side::Above {
+                    "above"
+                } else {
+                    "below"
+                },
                 if at_once { ", empty or new" } else { "" }
             );
             if count >= hits_needed || at_once || self.unfinished {
@@ -331,7 +340,9 @@ impl Shedder for BandShedder {
         self.unfinished = false;
 
         // 4. Plan.
-        let no_return_ms = s.loadmgr_band_shedder_no_return_minutes.saturating_mul(60_000);
+        let no_return_ms = s
+            .loadmgr_band_shedder_no_return_minutes
+            .saturating_mul(60_000);
         let left = &self.left;
         let returns = |bundle: &str, dst: &str| {
             left.get(bundle).is_some_and(|v| {
@@ -424,7 +435,8 @@ impl Shedder for BandShedder {
                         }
                         if let Some(g) = group {
                             if !planned_ns.contains(&(dst, ns.to_owned())) {
-                                let key = group_key(&pctx, dst, ctx.settings.failure_domains_enabled);
+                                let key =
+                                    group_key(&pctx, dst, ctx.settings.failure_domains_enabled);
                                 if group_gain
                                     .get(&(key, g.to_owned()))
                                     .is_some_and(|other| other != ns)
@@ -435,10 +447,18 @@ impl Shedder for BandShedder {
                         }
                         tried += 1;
                         weighed += 1;
-                        let src_p =
-                            cost_model::shifted(&nodes[src].p, &nodes[src].cost, &item.traffic, -1.0);
-                        let dst_p =
-                            cost_model::shifted(&nodes[dst].p, &nodes[dst].cost, &item.traffic, 1.0);
+                        let src_p = cost_model::shifted(
+                            &nodes[src].p,
+                            &nodes[src].cost,
+                            &item.traffic,
+                            -1.0,
+                        );
+                        let dst_p = cost_model::shifted(
+                            &nodes[dst].p,
+                            &nodes[dst].cost,
+                            &item.traffic,
+                            1.0,
+                        );
                         let (s1, d1) = (cost_model::score(&src_p), cost_model::score(&dst_p));
                         // Never past the source, nor above the plan band's top: a destination overshot with
                         // fresh bundles could not shed them again within the grace period.

@@ -59,7 +59,13 @@ fn settings() -> Settings {
     s
 }
 
-fn cycle_at(ld: &mut LoadData, s: &Settings, p: &ClusterPolicies, st: &mut Strategies, now: i64) -> Plan {
+fn cycle_at(
+    ld: &mut LoadData,
+    s: &Settings,
+    p: &ClusterPolicies,
+    st: &mut Strategies,
+    now: i64,
+) -> Plan {
     run_shedding_cycle(ld, s, p, st, now, &mut StdRng::seed_from_u64(7))
 }
 
@@ -71,7 +77,10 @@ fn bundles(prefix: &str, n: usize, rate: f64) -> Vec<(String, f64)> {
     (0..n)
         .map(|i| {
             let lo = i as u64 * 0x1000_0000;
-            (format!("{prefix}/0x{lo:08x}_0x{:08x}", lo + 0x1000_0000), rate)
+            (
+                format!("{prefix}/0x{lo:08x}_0x{:08x}", lo + 0x1000_0000),
+                rate,
+            )
         })
         .collect()
 }
@@ -84,13 +93,19 @@ fn refs(v: &[(String, f64)]) -> Vec<(&str, f64)> {
 fn a_balanced_cluster_is_left_alone() {
     let a = bundles("t/a", 5, 1000.0);
     let b = bundles("t/b", 5, 1100.0);
-    let mut ld = cluster(&[("b1:8080", 1.0, refs(&a), 0.0), ("b2:8080", 1.0, refs(&b), 0.0)]);
+    let mut ld = cluster(&[
+        ("b1:8080", 1.0, refs(&a), 0.0),
+        ("b2:8080", 1.0, refs(&b), 0.0),
+    ]);
     let s = settings();
     let mut st = Strategies::from_settings(&s);
     for _ in 0..5 {
         let plan = cycle(&mut ld, &s, &mut st);
         assert!(plan.unloads.is_empty(), "{plan:?}");
-        assert!(plan.skipped[0].reason.contains("balanced: spread 5.0"), "{plan:?}");
+        assert!(
+            plan.skipped[0].reason.contains("balanced: spread 5.0"),
+            "{plan:?}"
+        );
     }
 }
 
@@ -98,14 +113,21 @@ fn a_balanced_cluster_is_left_alone() {
 fn an_empty_broker_is_filled_at_once_and_the_plan_predicts_the_result() {
     // b1 at 80 points (8 × 1000 msg/s), b2 empty: one cycle, four moves of 10 points each → 40 / 40.
     let a = bundles("t/a", 8, 1000.0);
-    let mut ld = cluster(&[("b1:8080", 1.0, refs(&a), 0.0), ("b2:8080", 1.0, vec![], 0.0)]);
+    let mut ld = cluster(&[
+        ("b1:8080", 1.0, refs(&a), 0.0),
+        ("b2:8080", 1.0, vec![], 0.0),
+    ]);
     let s = settings();
     let mut st = Strategies::from_settings(&s);
     let plan = cycle(&mut ld, &s, &mut st);
     assert_eq!(plan.unloads.len(), 4, "{plan:?}");
     for u in &plan.unloads {
         assert_eq!(u.destination.as_deref(), Some("b2:8080"));
-        assert!(u.reason.starts_with("BandShedder: b1:8080 "), "{}", u.reason);
+        assert!(
+            u.reason.starts_with("BandShedder: b1:8080 "),
+            "{}",
+            u.reason
+        );
     }
     let p: Vec<(&str, f64, f64)> = plan
         .prediction
@@ -120,7 +142,10 @@ fn a_hot_broker_waits_for_the_hit_count() {
     // 60 vs 40 points: out of the band on both sides, but neither broker is empty or new after the first cycle.
     let a = bundles("t/a", 6, 1000.0);
     let b = bundles("t/b", 4, 1000.0);
-    let mut ld = cluster(&[("b1:8080", 1.0, refs(&a), 0.0), ("b2:8080", 1.0, refs(&b), 0.0)]);
+    let mut ld = cluster(&[
+        ("b1:8080", 1.0, refs(&a), 0.0),
+        ("b2:8080", 1.0, refs(&b), 0.0),
+    ]);
     let s = settings();
     let mut st = Strategies::from_settings(&s);
     let first = cycle(&mut ld, &s, &mut st);
@@ -138,7 +163,10 @@ fn a_cpu_spike_that_traffic_does_not_explain_moves_nothing() {
     let mut st = Strategies::from_settings(&s);
     // Three quiet cycles teach the costs; then b1 burns 40 more points for two cycles with the same traffic.
     for extra in [0.0, 0.0, 0.0, 40.0, 40.0, 0.0, 0.0] {
-        let mut ld = cluster(&[("b1:8080", 1.0, refs(&a), extra), ("b2:8080", 1.0, refs(&b), 0.0)]);
+        let mut ld = cluster(&[
+            ("b1:8080", 1.0, refs(&a), extra),
+            ("b2:8080", 1.0, refs(&b), 0.0),
+        ]);
         let plan = cycle(&mut ld, &s, &mut st);
         assert!(plan.unloads.is_empty(), "extra {extra}: {plan:?}");
     }
@@ -149,7 +177,10 @@ fn heterogeneous_brokers_are_balanced_by_usage_not_by_rate() {
     // Same traffic on both; b2 is twice the size, so it runs at half the points: 60 vs 30.
     let a = bundles("t/a", 6, 1000.0);
     let b = bundles("t/b", 6, 1000.0);
-    let mut ld = cluster(&[("b1:8080", 1.0, refs(&a), 0.0), ("b2:8080", 2.0, refs(&b), 0.0)]);
+    let mut ld = cluster(&[
+        ("b1:8080", 1.0, refs(&a), 0.0),
+        ("b2:8080", 2.0, refs(&b), 0.0),
+    ]);
     let s = settings();
     let mut st = Strategies::from_settings(&s);
     cycle(&mut ld, &s, &mut st);
@@ -163,14 +194,19 @@ fn heterogeneous_brokers_are_balanced_by_usage_not_by_rate() {
 #[test]
 fn the_move_budget_caps_a_plan() {
     let a = bundles("t/a", 8, 1000.0);
-    let mut ld = cluster(&[("b1:8080", 1.0, refs(&a), 0.0), ("b2:8080", 1.0, vec![], 0.0)]);
+    let mut ld = cluster(&[
+        ("b1:8080", 1.0, refs(&a), 0.0),
+        ("b2:8080", 1.0, vec![], 0.0),
+    ]);
     let mut s = settings();
     s.loadmgr_band_shedder_max_moves_per_cycle = 2;
     let mut st = Strategies::from_settings(&s);
     let plan = cycle(&mut ld, &s, &mut st);
     assert_eq!(plan.unloads.len(), 2);
     assert!(
-        plan.skipped.iter().any(|k| k.reason.contains("move budget of 2 reached")),
+        plan.skipped
+            .iter()
+            .any(|k| k.reason.contains("move budget of 2 reached")),
         "{plan:?}"
     );
 }
@@ -180,7 +216,10 @@ fn a_bundle_is_not_planned_back_onto_the_broker_it_left() {
     // First plan: b1 (80) → b2 (0). Then traffic shifts so that b2 is hot: the bundles it received must not go
     // back to b1 within the no-return window, though b1 is the coolest.
     let a = bundles("t/a", 8, 1000.0);
-    let mut ld = cluster(&[("b1:8080", 1.0, refs(&a), 0.0), ("b2:8080", 1.0, vec![], 0.0)]);
+    let mut ld = cluster(&[
+        ("b1:8080", 1.0, refs(&a), 0.0),
+        ("b2:8080", 1.0, vec![], 0.0),
+    ]);
     let s = settings();
     let mut st = Strategies::from_settings(&s);
     let plan = cycle(&mut ld, &s, &mut st);
