@@ -917,7 +917,7 @@ mod tests {
         );
         assert_eq!(
             range_error("loadmgrBandShedderSpreadPercentage=0\n"),
-            "broker.conf:1: loadmgrBandShedderSpreadPercentage must be > 0, got 0"
+            "broker.conf:1: loadmgrBandShedderSpreadPercentage must be > 0, got 0.0"
         );
     }
 

@@ -82,8 +82,8 @@ impl BalanceProblem {
     fn points(&self, owners: &[usize]) -> Vec<[f64; RESOURCES]> {
         let mut load = vec![[0.0; RESOURCES]; self.brokers.len()];
         for (b, o) in self.bundles.iter().zip(owners) {
-            for r in 0..RESOURCES {
-                load[*o][r] += b.load[r];
+            for (sum, l) in load[*o].iter_mut().zip(&b.load) {
+                *sum += l;
             }
         }
         self.brokers

@@ -293,7 +293,7 @@ impl Shedder for BandShedder {
             let empty = ctx
                 .load
                 .broker(n.id)
-                .is_none_or(|e| e.local.bundles.is_empty());
+                .map_or(true, |e| e.local.bundles.is_empty());
             let at_once = side == Side::Below && (empty || joined.contains(n.id));
             let label = format!(
                 "{} {} ({} the band, {count}/{hits_needed} cycles{})",
@@ -332,6 +332,17 @@ impl Shedder for BandShedder {
                     num(spread),
                     num(spread_limit),
                     waiting.join(", ")
+                ),
+            ));
+            return out;
+        }
+        if prior.iter().all(Option::is_none) {
+            out.skipped.push(Skipped::new(
+                "cluster",
+                format!(
+                    "BandShedder: spread {} > {} but no broker has held its traffic steady for two cycles yet, so no move can be predicted (a new leader learns for one cycle)",
+                    num(spread),
+                    num(spread_limit)
                 ),
             ));
             return out;
@@ -476,10 +487,10 @@ impl Shedder for BandShedder {
                             src_after: s1,
                             dst_after: d1,
                         };
-                        if best.is_none_or(|b| gain > b.gain) {
+                        if best.map_or(true, |b| gain > b.gain) {
                             second = best;
                             best = Some(w);
-                        } else if second.is_none_or(|b| gain > b.gain) {
+                        } else if second.map_or(true, |b| gain > b.gain) {
                             second = Some(w);
                         }
                     }
