@@ -85,18 +85,20 @@ impl Scale {
         Color::stroke_width(&color, ((width * self.0).round() as u32).max(1))
     }
 
-    fn text(self, size: f64, color: RGBColor, h: HPos, v: VPos) -> TextStyle<'static> {
+    /// Text of `em` SVG pixels. (plotters sizes text by its line height: 1.24 em; plotters-svg writes
+    /// `font-size` = size / 1.24.)
+    fn text(self, em: f64, color: RGBColor, h: HPos, v: VPos) -> TextStyle<'static> {
         TextStyle {
-            font: (FONT, size * self.0).into_font(),
+            font: (FONT, em * 1.24 * self.0).into_font(),
             color: color.to_backend_color(),
             pos: Pos::new(h, v),
         }
     }
 
-    fn bold(self, size: f64, color: RGBColor, h: HPos, v: VPos) -> TextStyle<'static> {
+    fn bold(self, em: f64, color: RGBColor, h: HPos, v: VPos) -> TextStyle<'static> {
         TextStyle {
-            font: (FONT, size * self.0, FontStyle::Bold).into_font(),
-            ..self.text(size, color, h, v)
+            font: (FONT, em * 1.24 * self.0, FontStyle::Bold).into_font(),
+            ..self.text(em, color, h, v)
         }
     }
 }
@@ -395,7 +397,7 @@ impl Chart for Scores<'_> {
                 self.info.name
             ),
             (s.px(PAD), s.px(TITLE_H / 2.0)),
-            s.bold(17.0, INK, HPos::Left, VPos::Center),
+            s.bold(14.0, INK, HPos::Left, VPos::Center),
         ))?;
         let y_max = self
             .runs
@@ -460,17 +462,17 @@ impl Panel {
         root.draw(&Text::new(
             r.strategy.clone(),
             (s.px(ox + Y_AREA), s.px(oy + 11.0)),
-            s.bold(14.5, INK, HPos::Left, VPos::Center),
+            s.bold(11.5, INK, HPos::Left, VPos::Center),
         ))?;
         root.draw(&Text::new(
             format!("{} moves, {} splits", r.metrics.moves, r.metrics.splits),
             (s.px(ox + self.w - RIGHT), s.px(oy + 11.0)),
-            s.text(13.0, MUTED, HPos::Right, VPos::Center),
+            s.text(10.5, MUTED, HPos::Right, VPos::Center),
         ))?;
         root.draw(&Text::new(
             format!("placement: {}", r.placement),
             (s.px(ox + Y_AREA), s.px(oy + 27.0)),
-            s.text(13.0, MUTED, HPos::Left, VPos::Center),
+            s.text(10.5, MUTED, HPos::Left, VPos::Center),
         ))?;
         let area = root.clone().shrink(
             (s.px(ox), s.px(oy + CAPTION_H)),
@@ -490,8 +492,8 @@ impl Panel {
             .configure_mesh()
             .x_desc("minutes")
             .y_desc("score (%)")
-            .label_style(s.text(13.0, INK, HPos::Center, VPos::Center))
-            .axis_desc_style(s.text(13.0, MUTED, HPos::Center, VPos::Center))
+            .label_style(s.text(10.5, INK, HPos::Center, VPos::Center))
+            .axis_desc_style(s.text(10.5, MUTED, HPos::Center, VPos::Center))
             .bold_line_style(s.stroke(GRID, 1.0))
             .light_line_style(TRANSPARENT)
             .axis_style(s.stroke(FRAME, 1.0))
@@ -566,7 +568,7 @@ impl Scores<'_> {
             root.draw(&Text::new(
                 id.clone(),
                 (s.px(x + 28.0), s.px(y)),
-                s.text(13.0, INK, HPos::Left, VPos::Center),
+                s.text(10.5, INK, HPos::Left, VPos::Center),
             ))?;
         }
         // The key row: the threshold, the move ticks, and how many brokers there are when not all are named.
@@ -578,7 +580,7 @@ impl Scores<'_> {
             s.px(3.0),
             s.stroke(THRESHOLD, 1.0),
         ))?;
-        let key = s.text(13.0, INK, HPos::Left, VPos::Center);
+        let key = s.text(10.5, INK, HPos::Left, VPos::Center);
         let label = format!("overload threshold ({OVERLOADED_SCORE})");
         root.draw(&Text::new(
             label.clone(),
@@ -609,7 +611,7 @@ impl Scores<'_> {
                     brokers.len()
                 ),
                 (s.px(x), s.px(y)),
-                s.text(13.0, MUTED, HPos::Left, VPos::Center),
+                s.text(10.5, MUTED, HPos::Left, VPos::Center),
             ))?;
         }
         Ok(())
@@ -658,7 +660,7 @@ impl Chart for Moves<'_> {
                 self.info.name
             ),
             (s.px(PAD), s.px(TITLE_H / 2.0)),
-            s.bold(17.0, INK, HPos::Left, VPos::Center),
+            s.bold(14.0, INK, HPos::Left, VPos::Center),
         ))?;
         let x_max = self.info.duration_minutes.max(1.0);
         let most = self
@@ -690,8 +692,8 @@ impl Chart for Moves<'_> {
             .configure_mesh()
             .x_desc("minutes")
             .y_desc("moves so far")
-            .label_style(s.text(13.0, INK, HPos::Center, VPos::Center))
-            .axis_desc_style(s.text(13.0, MUTED, HPos::Center, VPos::Center))
+            .label_style(s.text(10.5, INK, HPos::Center, VPos::Center))
+            .axis_desc_style(s.text(10.5, MUTED, HPos::Center, VPos::Center))
             .bold_line_style(s.stroke(GRID, 1.0))
             .light_line_style(TRANSPARENT)
             .axis_style(s.stroke(FRAME, 1.0))
@@ -743,7 +745,7 @@ impl Chart for Moves<'_> {
             root.draw(&Text::new(
                 format!("{} ({})", r.strategy, r.series.move_minutes.len()),
                 (s.px(x + 34.0), s.px(label_y)),
-                s.text(13.0, INK, HPos::Left, VPos::Center),
+                s.text(10.5, INK, HPos::Left, VPos::Center),
             ))?;
         }
         Ok(())
@@ -988,7 +990,7 @@ mod tests {
         }
         let (w, h) = (400u32, 60u32);
         let mut rgb = vec![255u8; (w * h * 3) as usize];
-        let style = Scale(2.0).text(13.0, INK, HPos::Right, VPos::Center);
+        let style = Scale(2.0).text(10.5, INK, HPos::Right, VPos::Center);
         let text = "ThresholdShedder (1064)";
         let width;
         {

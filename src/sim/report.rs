@@ -260,13 +260,13 @@ with a score above 85; &micro;s/cycle: wall time of one shedding cycle.</p>
                 "scores",
                 chart::scores_svg(info, &runs)?,
                 chart::scores_png(info, &runs)?,
-                "Every broker's score over time; one panel per strategy, same axes; dashed line: overload threshold (85); ticks on the time axis: shedding moves.",
+                "Every broker's score over time; one panel per strategy, same axes; dashed line: overload threshold (85); ticks on the time axis: shedding moves, taller where more happened at once.",
             ),
             (
                 "moves",
                 chart::moves_svg(info, &runs)?,
                 chart::moves_png(info, &runs)?,
-                "Cumulative shedding moves over time, per strategy.",
+                "Cumulative shedding moves over time, one line per strategy, labelled with its total.",
             ),
         ] {
             let name = format!("{stem}-{kind}");
