@@ -4,8 +4,8 @@
 //!
 //! No chart needs an installed font. Text is measured, and on the bitmap drawn, with Noto Sans (regular and
 //! bold, Apache-2.0) compiled into the binary by the `ttf-noto-sans` crate: `ab_glyph` lays out and rasterises
-//! the glyphs ([`Fonted`], a thin layer over either backend). The SVG names the generic `sans-serif` family and
-//! leaves its text to the viewer.
+//! the glyphs (`font::Fonted`, a thin layer over either backend). The SVG names the generic `sans-serif`
+//! family and leaves its text to the viewer.
 //!
 //! Colour is never the only cue, and the palettes are colour-blind safe: broker lines use Paul Tol's *muted*
 //! scheme plus a grey (brokers past the tenth repeat it dashed), strategy lines Okabe–Ito (past the seventh,
