@@ -621,15 +621,17 @@ fn the_html_report_references_every_chart_it_lists() {
     }
     for f in files.iter().filter(|f| f.ends_with(".svg")) {
         let svg = std::fs::read_to_string(dir.path().join(f)).unwrap();
-        assert!(
-            svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
-            "{f}"
-        );
+        assert!(svg.starts_with("<svg "), "{f}");
+        assert!(svg.contains("xmlns=\"http://www.w3.org/2000/svg\""), "{f}");
         assert!(svg.trim_end().ends_with("</svg>"), "{f}");
         assert!(svg.contains("<polyline"), "{f} draws lines");
     }
     // Every chart is also inline, so index.html opens on its own.
-    assert_eq!(html.matches("<svg xmlns").count(), 4);
+    assert_eq!(html.matches("<svg ").count(), 4);
+    assert_eq!(
+        html.matches("xmlns=\"http://www.w3.org/2000/svg\"").count(),
+        4
+    );
     for name in ["golden", "scale-in"] {
         assert!(html.contains(&format!("id=\"{name}\"")), "{name}");
         for chart in ["scores", "moves"] {
@@ -638,10 +640,12 @@ fn the_html_report_references_every_chart_it_lists() {
             }
         }
     }
-    // One panel per strategy in the scores chart.
+    // One panel per strategy in the scores chart, titled with the strategy and its placement.
     let scores = std::fs::read_to_string(dir.path().join("charts/golden-scores.svg")).unwrap();
-    assert!(scores.contains("AvgShedder / AvgShedder"));
-    assert!(scores.contains("ThresholdShedder / LeastLongTermMessageRate"));
+    assert_eq!(scores.matches("score (%)").count(), 2);
+    assert!(scores.contains(">\nAvgShedder\n<") && scores.contains("placement: AvgShedder"));
+    assert!(scores.contains(">\nThresholdShedder\n<"));
+    assert!(scores.contains("placement: LeastLongTermMessageRate"));
     let text = report::render_tables(&suite);
     assert!(
         text.contains("golden — 4 brokers, 16 bundles, 40 min, seed 1"),

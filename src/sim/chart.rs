@@ -1,543 +1,220 @@
-//! Charts drawn once against a tiny drawing interface ([`Draw`]) with two backends: SVG text ([`Svg`]) and
-//! a raster written as PNG ([`Raster`]). Neither needs a font installed: SVG text is rendered by the viewer,
-//! and the raster uses a built-in 3×5 pixel font (upper case, digits, common punctuation). The PNG encoder is
-//! hand-written: palette colours, the `Up` row filter and a fixed-Huffman deflate stream with run-length
-//! matches, CRC-32 from `crc32fast`.
+//! The report's charts, drawn once with [`plotters`] for two backends: SVG text (`plotters-svg`) and an RGB
+//! bitmap (`plotters-bitmap`) that the `png` crate encodes. Coordinates are SVG pixels; the PNG is drawn at
+//! [`PNG_SCALE`] device pixels per SVG pixel.
+//!
+//! No chart needs an installed font. Text is measured, and on the bitmap drawn, with Noto Sans (regular and
+//! bold, Apache-2.0) compiled into the binary by the `ttf-noto-sans` crate: `ab_glyph` lays out and rasterises
+//! the glyphs (`font::Fonted`, a thin layer over either backend). The SVG names the generic `sans-serif`
+//! family and leaves its text to the viewer.
+//!
+//! Colour is never the only cue, and the palettes are colour-blind safe: broker lines use Paul Tol's *muted*
+//! scheme plus a grey (brokers past the tenth repeat it dashed), strategy lines Okabe–Ito (past the seventh,
+//! dashed) with a label at each line's end; the overload threshold is a dashed dark line whose value is on
+//! the score axis.
 
-use std::fmt::Write as _;
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::engine::RunResult;
 use super::metrics::OVERLOADED_SCORE;
 use super::suite::ScenarioInfo;
+use super::SimError;
 
-/// Fixed colours (indices into [`COLORS`]).
-pub mod ink {
-    /// White background.
-    pub const WHITE: u8 = 0;
-    /// Text and marks.
-    pub const BLACK: u8 = 1;
-    /// Grid lines.
-    pub const GRID: u8 = 2;
-    /// Frames and ticks.
-    pub const FRAME: u8 = 3;
-    /// Panel background.
-    pub const PANEL: u8 = 4;
-    /// Overload threshold.
-    pub const RED: u8 = 5;
-    /// Secondary text.
-    pub const MUTED: u8 = 6;
-    /// First series colour; series `k` uses `SERIES + k % 10`.
-    pub const SERIES: u8 = 7;
-}
+mod font;
 
-/// The palette: RGB of every colour index.
-pub const COLORS: [[u8; 3]; 17] = [
-    [0xff, 0xff, 0xff],
-    [0x22, 0x22, 0x22],
-    [0xe0, 0xe0, 0xe0],
-    [0x99, 0x99, 0x99],
-    [0xfa, 0xfa, 0xfa],
-    [0xd6, 0x27, 0x28],
-    [0x55, 0x55, 0x55],
-    [0x1f, 0x77, 0xb4],
-    [0xff, 0x7f, 0x0e],
-    [0x2c, 0xa0, 0x2c],
-    [0xd6, 0x27, 0x28],
-    [0x94, 0x67, 0xbd],
-    [0x8c, 0x56, 0x4b],
-    [0xe3, 0x77, 0xc2],
-    [0x7f, 0x7f, 0x7f],
-    [0xbc, 0xbd, 0x22],
-    [0x17, 0xbe, 0xcf],
+use font::{faces, Fonted};
+
+/// Device pixels per SVG pixel of the PNG charts.
+pub const PNG_SCALE: f64 = 2.0;
+
+/// Broker lines: Paul Tol's colour-blind-safe *muted* scheme (indigo, cyan, teal, green, olive, sand, rose,
+/// wine, purple) and a grey. Broker `b` uses colour `b % 10`, dashed when `b / 10` is odd.
+pub const BROKER_COLORS: [RGBColor; 10] = [
+    RGBColor(0x33, 0x22, 0x88),
+    RGBColor(0x88, 0xcc, 0xee),
+    RGBColor(0x44, 0xaa, 0x99),
+    RGBColor(0x11, 0x77, 0x33),
+    RGBColor(0x99, 0x99, 0x33),
+    RGBColor(0xdd, 0xcc, 0x77),
+    RGBColor(0xcc, 0x66, 0x77),
+    RGBColor(0x88, 0x22, 0x55),
+    RGBColor(0xaa, 0x44, 0x99),
+    RGBColor(0x77, 0x77, 0x77),
 ];
 
-fn series(k: usize) -> u8 {
-    ink::SERIES + (k % 10) as u8
-}
+/// Strategy lines: the Okabe–Ito colours (blue, orange, bluish green, reddish purple, vermillion, sky blue,
+/// black; the yellow is too light on white). Strategy `k` uses colour `k % 7`, dashed when `k / 7` is odd.
+pub const STRATEGY_COLORS: [RGBColor; 7] = [
+    RGBColor(0x00, 0x72, 0xb2),
+    RGBColor(0xe6, 0x9f, 0x00),
+    RGBColor(0x00, 0x9e, 0x73),
+    RGBColor(0xcc, 0x79, 0xa7),
+    RGBColor(0xd5, 0x5e, 0x00),
+    RGBColor(0x56, 0xb4, 0xe9),
+    RGBColor(0x00, 0x00, 0x00),
+];
 
-/// Text alignment on the anchor point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Anchor {
-    /// Text starts at x.
-    Start,
-    /// Text is centred on x.
-    Middle,
-    /// Text ends at x.
-    End,
-}
+const INK: RGBColor = RGBColor(0x22, 0x22, 0x22);
+const MUTED: RGBColor = RGBColor(0x55, 0x55, 0x55);
+const GRID: RGBColor = RGBColor(0xe0, 0xe0, 0xe0);
+const FRAME: RGBColor = RGBColor(0x99, 0x99, 0x99);
+const PANEL: RGBColor = RGBColor(0xfa, 0xfa, 0xfa);
+const THRESHOLD: RGBColor = RGBColor(0x22, 0x22, 0x22);
 
-/// What a chart needs from a backend. Coordinates are in SVG pixels; `y` of text is its baseline.
-pub trait Draw {
-    /// A filled rectangle, optionally framed.
-    fn rect(&mut self, x: f64, y: f64, w: f64, h: f64, fill: u8, frame: Option<u8>);
-    /// A straight line.
-    fn line(&mut self, a: (f64, f64), b: (f64, f64), color: u8, width: f64, dashed: bool);
-    /// Connected segments.
-    fn polyline(&mut self, points: &[(f64, f64)], color: u8, width: f64);
-    /// A label; `title` is larger and bold.
-    fn text(&mut self, x: f64, y: f64, text: &str, anchor: Anchor, color: u8, title: bool);
-}
+/// The font family every chart names.
+const FONT: &str = "sans-serif";
 
-fn hex(c: u8) -> String {
-    let [r, g, b] = COLORS[c as usize];
-    format!("#{r:02x}{g:02x}{b:02x}")
-}
+type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+/// SVG pixels to device pixels, and styles at that scale.
+#[derive(Debug, Clone, Copy)]
+struct Scale(f64);
 
-/// SVG backend.
-#[derive(Debug)]
-pub struct Svg {
-    out: String,
-}
-
-impl Svg {
-    /// A document of `w` × `h` pixels with a `<title>`.
-    pub fn new(w: f64, h: f64, title: &str) -> Self {
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">"#
-        );
-        let _ = writeln!(
-            out,
-            r#"<title>{}</title><rect width="100%" height="100%" fill="white"/>"#,
-            esc(title)
-        );
-        Self { out }
+impl Scale {
+    fn px(self, v: f64) -> i32 {
+        (v * self.0).round() as i32
     }
 
-    /// The finished document.
-    pub fn finish(mut self) -> String {
-        self.out.push_str("</svg>\n");
-        self.out
-    }
-}
-
-impl Draw for Svg {
-    fn rect(&mut self, x: f64, y: f64, w: f64, h: f64, fill: u8, frame: Option<u8>) {
-        let stroke = frame.map_or(String::new(), |f| format!(r#" stroke="{}""#, hex(f)));
-        let _ = writeln!(
-            self.out,
-            r#"<rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="{}"{stroke}/>"#,
-            hex(fill)
-        );
+    fn stroke(self, color: RGBColor, width: f64) -> ShapeStyle {
+        Color::stroke_width(&color, ((width * self.0).round() as u32).max(1))
     }
 
-    fn line(&mut self, a: (f64, f64), b: (f64, f64), color: u8, width: f64, dashed: bool) {
-        let dash = if dashed {
-            r#" stroke-dasharray="4 3""#
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            self.out,
-            r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{}" stroke-width="{width}"{dash}/>"#,
-            a.0,
-            a.1,
-            b.0,
-            b.1,
-            hex(color)
-        );
-    }
-
-    fn polyline(&mut self, points: &[(f64, f64)], color: u8, width: f64) {
-        if points.len() < 2 {
-            return;
+    /// Text of `em` SVG pixels. (plotters sizes text by its line height: 1.24 em; plotters-svg writes
+    /// `font-size` = size / 1.24.)
+    fn text(self, em: f64, color: RGBColor, h: HPos, v: VPos) -> TextStyle<'static> {
+        TextStyle {
+            font: (FONT, em * 1.24 * self.0).into_font(),
+            color: color.to_backend_color(),
+            pos: Pos::new(h, v),
         }
-        let mut p = String::with_capacity(points.len() * 12);
-        for (x, y) in points {
-            let _ = write!(p, "{x:.1},{y:.1} ");
+    }
+
+    fn bold(self, em: f64, color: RGBColor, h: HPos, v: VPos) -> TextStyle<'static> {
+        TextStyle {
+            font: (FONT, em * 1.24 * self.0, FontStyle::Bold).into_font(),
+            ..self.text(em, color, h, v)
         }
-        let _ = writeln!(
-            self.out,
-            r#"<polyline fill="none" stroke="{}" stroke-width="{width}" stroke-opacity="0.9" points="{}"/>"#,
-            hex(color),
-            p.trim_end()
-        );
-    }
-
-    fn text(&mut self, x: f64, y: f64, text: &str, anchor: Anchor, color: u8, title: bool) {
-        let a = match anchor {
-            Anchor::Start => "start",
-            Anchor::Middle => "middle",
-            Anchor::End => "end",
-        };
-        let style = if title {
-            r#" font-size="14" font-weight="bold""#
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            self.out,
-            r#"<text x="{x:.1}" y="{y:.1}" text-anchor="{a}" fill="{}"{style}>{}</text>"#,
-            hex(color),
-            esc(text)
-        );
     }
 }
 
-/// 3×5 glyphs: five rows of three bits, most significant bit on the left.
-fn glyph(c: char) -> [u8; 5] {
-    const fn g(rows: [&str; 5]) -> [u8; 5] {
-        let mut out = [0u8; 5];
-        let mut i = 0;
-        while i < 5 {
-            let b = rows[i].as_bytes();
-            out[i] =
-                ((b[0] == b'#') as u8) << 2 | ((b[1] == b'#') as u8) << 1 | (b[2] == b'#') as u8;
-            i += 1;
+/// How a series is drawn.
+#[derive(Debug, Clone, Copy)]
+struct Line {
+    color: RGBColor,
+    dashed: bool,
+    width: f64,
+}
+
+fn broker_line(b: usize) -> Line {
+    Line {
+        color: BROKER_COLORS[b % BROKER_COLORS.len()],
+        dashed: (b / BROKER_COLORS.len()) % 2 == 1,
+        width: 1.0,
+    }
+}
+
+fn strategy_line(k: usize) -> Line {
+    Line {
+        color: STRATEGY_COLORS[k % STRATEGY_COLORS.len()],
+        dashed: (k / STRATEGY_COLORS.len()) % 2 == 1,
+        width: 2.0,
+    }
+}
+
+/// A polyline in device pixels, on `root`.
+fn path<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    s: Scale,
+    points: Vec<(i32, i32)>,
+    line: Line,
+) -> DrawResult<DB> {
+    if points.len() < 2 {
+        return Ok(());
+    }
+    let style = s.stroke(line.color, line.width);
+    if line.dashed {
+        root.draw(&DashedPathElement::new(points, s.px(6.0), s.px(3.0), style))
+    } else {
+        root.draw(&PathElement::new(points, style))
+    }
+}
+
+/// Drops points that add nothing at device resolution: repeats, and the middle of three points on one
+/// horizontal or vertical line when it lies between the other two.
+fn simplify(points: impl IntoIterator<Item = (i32, i32)>) -> Vec<(i32, i32)> {
+    let mut out: Vec<(i32, i32)> = Vec::new();
+    for p in points {
+        if out.last() == Some(&p) {
+            continue;
         }
-        out
+        if let [.., a, b] = out[..] {
+            let between = |a: i32, b: i32, c: i32| a.min(c) <= b && b <= a.max(c);
+            if ((a.0 == b.0 && b.0 == p.0) || (a.1 == b.1 && b.1 == p.1))
+                && between(a.0, b.0, p.0)
+                && between(a.1, b.1, p.1)
+            {
+                out.pop();
+            }
+        }
+        out.push(p);
     }
-    match c.to_ascii_uppercase() {
-        'A' => g([".#.", "#.#", "###", "#.#", "#.#"]),
-        'B' => g(["##.", "#.#", "##.", "#.#", "##."]),
-        'C' => g([".##", "#..", "#..", "#..", ".##"]),
-        'D' => g(["##.", "#.#", "#.#", "#.#", "##."]),
-        'E' => g(["###", "#..", "##.", "#..", "###"]),
-        'F' => g(["###", "#..", "##.", "#..", "#.."]),
-        'G' => g([".##", "#..", "#.#", "#.#", ".##"]),
-        'H' => g(["#.#", "#.#", "###", "#.#", "#.#"]),
-        'I' => g(["###", ".#.", ".#.", ".#.", "###"]),
-        'J' => g(["..#", "..#", "..#", "#.#", ".#."]),
-        'K' => g(["#.#", "#.#", "##.", "#.#", "#.#"]),
-        'L' => g(["#..", "#..", "#..", "#..", "###"]),
-        'M' => g(["#.#", "###", "###", "#.#", "#.#"]),
-        'N' => g(["##.", "#.#", "#.#", "#.#", "#.#"]),
-        'O' => g([".#.", "#.#", "#.#", "#.#", ".#."]),
-        'P' => g(["##.", "#.#", "##.", "#..", "#.."]),
-        'Q' => g([".#.", "#.#", "#.#", "##.", ".##"]),
-        'R' => g(["##.", "#.#", "##.", "#.#", "#.#"]),
-        'S' => g([".##", "#..", ".#.", "..#", "##."]),
-        'T' => g(["###", ".#.", ".#.", ".#.", ".#."]),
-        'U' => g(["#.#", "#.#", "#.#", "#.#", "###"]),
-        'V' => g(["#.#", "#.#", "#.#", "#.#", ".#."]),
-        'W' => g(["#.#", "#.#", "#.#", "###", "#.#"]),
-        'X' => g(["#.#", "#.#", ".#.", "#.#", "#.#"]),
-        'Y' => g(["#.#", "#.#", ".#.", ".#.", ".#."]),
-        'Z' => g(["###", "..#", ".#.", "#..", "###"]),
-        '0' => g(["###", "#.#", "#.#", "#.#", "###"]),
-        '1' => g([".#.", "##.", ".#.", ".#.", "###"]),
-        '2' => g(["##.", "..#", ".#.", "#..", "###"]),
-        '3' => g(["##.", "..#", ".#.", "..#", "##."]),
-        '4' => g(["#.#", "#.#", "###", "..#", "..#"]),
-        '5' => g(["###", "#..", "##.", "..#", "##."]),
-        '6' => g([".##", "#..", "###", "#.#", "###"]),
-        '7' => g(["###", "..#", ".#.", ".#.", ".#."]),
-        '8' => g(["###", "#.#", "###", "#.#", "###"]),
-        '9' => g(["###", "#.#", "###", "..#", "##."]),
-        ' ' => [0; 5],
-        '/' => g(["..#", "..#", ".#.", "#..", "#.."]),
-        '-' => g(["...", "...", "###", "...", "..."]),
-        '.' => g(["...", "...", "...", "...", ".#."]),
-        ',' => g(["...", "...", "...", ".#.", "#.."]),
-        ':' => g(["...", ".#.", "...", ".#.", "..."]),
-        '(' => g([".#.", "#..", "#..", "#..", ".#."]),
-        ')' => g([".#.", "..#", "..#", "..#", ".#."]),
-        '%' => g(["#.#", "..#", ".#.", "#..", "#.#"]),
-        '_' => g(["...", "...", "...", "...", "###"]),
-        '+' => g(["...", ".#.", "###", ".#.", "..."]),
-        '=' => g(["...", "###", "...", "###", "..."]),
-        '<' => g(["..#", ".#.", "#..", ".#.", "..#"]),
-        '>' => g(["#..", ".#.", "..#", ".#.", "#.."]),
-        '*' => g(["#.#", ".#.", "#.#", "...", "..."]),
-        '\'' => g([".#.", ".#.", "...", "...", "..."]),
-        '…' => g(["...", "...", "...", "...", "#.#"]),
-        _ => g(["##.", "..#", ".#.", "...", ".#."]),
-    }
+    out
 }
 
-/// Raster backend: palette indices at `scale` device pixels per SVG pixel.
-#[derive(Debug)]
-pub struct Raster {
-    w: usize,
-    h: usize,
-    scale: f64,
-    px: Vec<u8>,
+/// A linear axis with the given ticks (labels and grid lines).
+#[derive(Debug, Clone)]
+struct Ticked {
+    range: Range<f64>,
+    ticks: Vec<f64>,
 }
 
-impl Raster {
-    /// A white canvas for a `w` × `h` SVG-pixel chart at `scale`.
-    pub fn new(w: f64, h: f64, scale: f64) -> Self {
-        let (w, h) = ((w * scale).ceil() as usize, (h * scale).ceil() as usize);
+impl Ticked {
+    /// `0..max` with ticks every `step` from 0.
+    fn new(max: f64, step: f64) -> Self {
         Self {
-            w,
-            h,
-            scale,
-            px: vec![ink::WHITE; w * h],
-        }
-    }
-
-    fn fill(&mut self, x0: i64, y0: i64, x1: i64, y1: i64, c: u8) {
-        for y in y0.max(0)..y1.min(self.h as i64) {
-            for x in x0.max(0)..x1.min(self.w as i64) {
-                self.px[y as usize * self.w + x as usize] = c;
-            }
-        }
-    }
-
-    fn segment(&mut self, a: (f64, f64), b: (f64, f64), c: u8, width: f64, dashed: bool) {
-        let s = self.scale;
-        let (mut x0, mut y0) = ((a.0 * s).round() as i64, (a.1 * s).round() as i64);
-        let (x1, y1) = ((b.0 * s).round() as i64, (b.1 * s).round() as i64);
-        let t = ((width * s).round() as i64).max(1);
-        let dx = (x1 - x0).abs();
-        let dy = -(y1 - y0).abs();
-        let sx = if x0 < x1 { 1 } else { -1 };
-        let sy = if y0 < y1 { 1 } else { -1 };
-        let mut err = dx + dy;
-        let dash = (4.0 * s) as i64;
-        let mut step = 0i64;
-        loop {
-            if !dashed || (step / dash) % 2 == 0 {
-                self.fill(x0 - t / 2, y0 - t / 2, x0 - t / 2 + t, y0 - t / 2 + t, c);
-            }
-            if x0 == x1 && y0 == y1 {
-                break;
-            }
-            let e2 = 2 * err;
-            if e2 >= dy {
-                err += dy;
-                x0 += sx;
-            }
-            if e2 <= dx {
-                err += dx;
-                y0 += sy;
-            }
-            step += 1;
-        }
-    }
-
-    /// The image as PNG bytes.
-    pub fn png(&self) -> Vec<u8> {
-        encode_png(self.w, self.h, &self.px)
-    }
-}
-
-impl Draw for Raster {
-    fn rect(&mut self, x: f64, y: f64, w: f64, h: f64, fill: u8, frame: Option<u8>) {
-        let s = self.scale;
-        let (x0, y0) = ((x * s).round() as i64, (y * s).round() as i64);
-        let (x1, y1) = (((x + w) * s).round() as i64, ((y + h) * s).round() as i64);
-        self.fill(x0, y0, x1, y1, fill);
-        if let Some(f) = frame {
-            for (a, b) in [
-                ((x, y), (x + w, y)),
-                ((x + w, y), (x + w, y + h)),
-                ((x + w, y + h), (x, y + h)),
-                ((x, y + h), (x, y)),
-            ] {
-                self.segment(a, b, f, 1.0, false);
-            }
-        }
-    }
-
-    fn line(&mut self, a: (f64, f64), b: (f64, f64), color: u8, width: f64, dashed: bool) {
-        self.segment(a, b, color, width, dashed);
-    }
-
-    fn polyline(&mut self, points: &[(f64, f64)], color: u8, width: f64) {
-        for w in points.windows(2) {
-            self.segment(w[0], w[1], color, width, false);
-        }
-    }
-
-    fn text(&mut self, x: f64, y: f64, text: &str, anchor: Anchor, color: u8, title: bool) {
-        let cell = ((if title { 3.0 } else { 2.0 }) * self.scale / 2.0)
-            .round()
-            .max(1.0) as i64;
-        let advance = 4 * cell;
-        let chars: Vec<char> = text.chars().collect();
-        let width = chars.len() as i64 * advance - cell;
-        let mut x0 = (x * self.scale).round() as i64;
-        match anchor {
-            Anchor::Start => {}
-            Anchor::Middle => x0 -= width / 2,
-            Anchor::End => x0 -= width,
-        }
-        let y0 = (y * self.scale).round() as i64 - 5 * cell;
-        for (i, ch) in chars.iter().enumerate() {
-            let rows = glyph(*ch);
-            for (r, bits) in rows.iter().enumerate() {
-                for col in 0..3 {
-                    if bits & (4 >> col) != 0 {
-                        let gx = x0 + i as i64 * advance + col as i64 * cell;
-                        let gy = y0 + r as i64 * cell;
-                        if title {
-                            self.fill(gx, gy, gx + cell + 1, gy + cell, color);
-                        } else {
-                            self.fill(gx, gy, gx + cell, gy + cell, color);
-                        }
-                    }
-                }
-            }
+            range: 0.0..max,
+            ticks: (0..)
+                .map(|i| i as f64 * step)
+                .take_while(|v| *v <= max + 1e-9)
+                .collect(),
         }
     }
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// PNG
+impl Ranged for Ticked {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
 
-struct Bits {
-    out: Vec<u8>,
-    acc: u64,
-    n: u32,
-}
+    fn range(&self) -> Range<f64> {
+        self.range.clone()
+    }
 
-impl Bits {
-    /// Appends `len` bits of `v`, least significant first (deflate's bit order for headers and extra bits).
-    fn put(&mut self, v: u32, len: u32) {
-        self.acc |= (v as u64) << self.n;
-        self.n += len;
-        while self.n >= 8 {
-            self.out.push(self.acc as u8);
-            self.acc >>= 8;
-            self.n -= 8;
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        let span = self.range.end - self.range.start;
+        let f = if span > 0.0 {
+            (v - self.range.start) / span
+        } else {
+            0.5
+        };
+        limit.0 + (f * (limit.1 - limit.0) as f64).round() as i32
+    }
+
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            Vec::new()
+        } else {
+            self.ticks.clone()
         }
     }
-
-    /// Appends a Huffman code, most significant bit first.
-    fn code(&mut self, code: u32, len: u32) {
-        let mut rev = 0;
-        for i in 0..len {
-            rev |= ((code >> i) & 1) << (len - 1 - i);
-        }
-        self.put(rev, len);
-    }
-
-    fn finish(mut self) -> Vec<u8> {
-        if self.n > 0 {
-            self.out.push(self.acc as u8);
-        }
-        self.out
-    }
 }
 
-fn literal(bits: &mut Bits, v: u32) {
-    match v {
-        0..=143 => bits.code(0x30 + v, 8),
-        144..=255 => bits.code(0x190 + v - 144, 9),
-        256..=279 => bits.code(v - 256, 7),
-        _ => bits.code(0xc0 + v - 280, 8),
-    }
-}
-
-/// Length code for 3..=258: (symbol, extra bits, extra value).
-fn length_code(len: u32) -> (u32, u32, u32) {
-    const BASE: [(u32, u32); 29] = [
-        (3, 0),
-        (4, 0),
-        (5, 0),
-        (6, 0),
-        (7, 0),
-        (8, 0),
-        (9, 0),
-        (10, 0),
-        (11, 1),
-        (13, 1),
-        (15, 1),
-        (17, 1),
-        (19, 2),
-        (23, 2),
-        (27, 2),
-        (31, 2),
-        (35, 3),
-        (43, 3),
-        (51, 3),
-        (59, 3),
-        (67, 4),
-        (83, 4),
-        (99, 4),
-        (115, 4),
-        (131, 5),
-        (163, 5),
-        (195, 5),
-        (227, 5),
-        (258, 0),
-    ];
-    let i = BASE.iter().rposition(|(b, _)| *b <= len).expect("len >= 3");
-    (257 + i as u32, BASE[i].1, len - BASE[i].0)
-}
-
-/// zlib stream of `data`: one fixed-Huffman deflate block with run-length matches (distance 1).
-pub fn zlib(data: &[u8]) -> Vec<u8> {
-    let mut bits = Bits {
-        out: vec![0x78, 0x01],
-        acc: 0,
-        n: 0,
-    };
-    bits.put(1, 1);
-    bits.put(1, 2);
-    let mut i = 0;
-    while i < data.len() {
-        let b = data[i];
-        literal(&mut bits, b as u32);
-        let mut run = 0;
-        while i + 1 + run < data.len() && data[i + 1 + run] == b && run < 258 {
-            run += 1;
-        }
-        i += 1;
-        if run >= 3 {
-            let (sym, extra, val) = length_code(run as u32);
-            literal(&mut bits, sym);
-            bits.put(val, extra);
-            bits.code(0, 5);
-            i += run;
-        }
-    }
-    literal(&mut bits, 256);
-    let mut out = bits.finish();
-    let (mut a, mut b) = (1u32, 0u32);
-    for x in data {
-        a = (a + *x as u32) % 65521;
-        b = (b + a) % 65521;
-    }
-    out.extend_from_slice(&((b << 16) | a).to_be_bytes());
-    out
-}
-
-fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
-    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    let mut h = crc32fast::Hasher::new();
-    h.update(kind);
-    h.update(data);
-    out.extend_from_slice(kind);
-    out.extend_from_slice(data);
-    out.extend_from_slice(&h.finalize().to_be_bytes());
-}
-
-/// A palette PNG of `w` × `h` indices into [`COLORS`].
-pub fn encode_png(w: usize, h: usize, px: &[u8]) -> Vec<u8> {
-    let mut raw = Vec::with_capacity((w + 1) * h);
-    for y in 0..h {
-        raw.push(2); // Up filter: each byte minus the one above.
-        for x in 0..w {
-            let above = if y > 0 { px[(y - 1) * w + x] } else { 0 };
-            raw.push(px[y * w + x].wrapping_sub(above));
-        }
-    }
-    let mut out = vec![0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a];
-    let mut ihdr = Vec::with_capacity(13);
-    ihdr.extend_from_slice(&(w as u32).to_be_bytes());
-    ihdr.extend_from_slice(&(h as u32).to_be_bytes());
-    ihdr.extend_from_slice(&[8, 3, 0, 0, 0]);
-    chunk(&mut out, b"IHDR", &ihdr);
-    let plte: Vec<u8> = COLORS.iter().flatten().copied().collect();
-    chunk(&mut out, b"PLTE", &plte);
-    chunk(&mut out, b"IDAT", &zlib(&raw));
-    chunk(&mut out, b"IEND", &[]);
-    out
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Charts
-
+/// A minutes axis step that gives at most 8 intervals.
 fn tick_step(span: f64) -> f64 {
     for s in [5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 240.0, 360.0, 720.0] {
         if span / s <= 8.0 {
@@ -547,375 +224,860 @@ fn tick_step(span: f64) -> f64 {
     1440.0
 }
 
-const PANEL_W: f64 = 360.0;
-const PANEL_H: f64 = 210.0;
-const MARGIN_L: f64 = 40.0;
-const MARGIN_T: f64 = 26.0;
-const MARGIN_B: f64 = 30.0;
-
-/// Size of the scores chart for `runs` panels of `brokers` brokers.
-pub fn scores_size(runs: usize, brokers: usize) -> (f64, f64) {
-    let cols = runs.clamp(1, 3);
-    let rows = runs.div_ceil(cols).max(1);
-    let legend = brokers.min(20);
-    let legend_h = if legend > 0 {
-        18.0 * legend.div_ceil(5) as f64 + 8.0
-    } else {
-        0.0
-    };
-    (
-        cols as f64 * PANEL_W + 10.0,
-        rows as f64 * PANEL_H + 34.0 + legend_h,
-    )
+/// A count axis step (1, 2 or 5 × 10^k) that gives at most 6 intervals.
+fn count_step(max: f64) -> f64 {
+    let mut unit = 1.0;
+    loop {
+        for f in [1.0, 2.0, 5.0] {
+            if max / (f * unit) <= 6.0 {
+                return f * unit;
+            }
+        }
+        unit *= 10.0;
+    }
 }
 
-/// Small multiples: one panel per strategy with the same axes, every broker's score over time, the overload
-/// threshold dashed, each shedding move a tick on the time axis, a broker legend below.
-pub fn draw_scores(d: &mut dyn Draw, info: &ScenarioInfo, runs: &[&RunResult]) {
-    let cols = runs.len().clamp(1, 3);
-    let rows = runs.len().div_ceil(cols).max(1);
-    let y_max = runs
-        .iter()
-        .flat_map(|r| r.series.scores.iter().flatten().flatten())
-        .fold(100.0f32, |a, b| a.max(*b)) as f64;
-    let x_max = info.duration_minutes.max(1.0);
-    d.text(
-        8.0,
-        18.0,
-        &format!(
-            "{}: every broker's score (weighted max usage, %) over time, one panel per strategy",
-            info.name
-        ),
-        Anchor::Start,
-        ink::BLACK,
-        true,
+fn integer(v: &f64) -> String {
+    format!("{v:.0}")
+}
+
+/// Spreads label positions `ys` (any order) at least `gap` apart within `lo..=hi`, moving each as little as
+/// this simple two-pass rule allows; returns them in the input order.
+fn spread(ys: &[f64], gap: f64, lo: f64, hi: f64) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..ys.len()).collect();
+    order.sort_by(|a, b| ys[*a].total_cmp(&ys[*b]));
+    let mut placed: Vec<f64> = order.iter().map(|i| ys[*i].clamp(lo, hi)).collect();
+    for i in 1..placed.len() {
+        placed[i] = placed[i].max(placed[i - 1] + gap);
+    }
+    if let Some(last) = placed.last_mut() {
+        *last = last.min(hi);
+    }
+    for i in (0..placed.len().saturating_sub(1)).rev() {
+        placed[i] = placed[i].min(placed[i + 1] - gap);
+    }
+    let mut out = vec![0.0; ys.len()];
+    for (slot, i) in order.into_iter().enumerate() {
+        out[i] = placed[slot];
+    }
+    out
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// A chart that can be drawn on any plotters backend.
+trait Chart {
+    /// Width and height in SVG pixels.
+    fn size(&self) -> (u32, u32);
+    /// The SVG's `<title>`.
+    fn title(&self) -> String;
+    /// Draws on a white `root` at `s`.
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, s: Scale) -> DrawResult<DB>;
+}
+
+fn chart_error(e: impl std::fmt::Display) -> SimError {
+    SimError::Chart(e.to_string())
+}
+
+fn svg(chart: &impl Chart) -> Result<String, SimError> {
+    let faces = faces()?;
+    let mut out = String::new();
+    {
+        let root = Fonted {
+            inner: SVGBackend::with_string(&mut out, chart.size()),
+            faces,
+            glyphs: false,
+        }
+        .into_drawing_area();
+        root.fill(&WHITE).map_err(chart_error)?;
+        chart.draw(&root, Scale(1.0)).map_err(chart_error)?;
+        root.present().map_err(chart_error)?;
+    }
+    // A title for screen readers and tooltips, as the root element's first child.
+    let start = out.find('>').map_or(0, |i| i + 1);
+    out.insert_str(start, &format!("\n<title>{}</title>", esc(&chart.title())));
+    Ok(out)
+}
+
+fn png(chart: &impl Chart) -> Result<Vec<u8>, SimError> {
+    let faces = faces()?;
+    let (w, h) = chart.size();
+    let (w, h) = (
+        (w as f64 * PNG_SCALE).round() as u32,
+        (h as f64 * PNG_SCALE).round() as u32,
     );
-    for (k, r) in runs.iter().enumerate() {
-        let ox = (k % cols) as f64 * PANEL_W + 5.0;
-        let oy = (k / cols) as f64 * PANEL_H + 28.0;
-        let pw = PANEL_W - MARGIN_L - 12.0;
-        let ph = PANEL_H - MARGIN_T - MARGIN_B;
-        let px = |m: f64| ox + MARGIN_L + m / x_max * pw;
-        let py = |v: f64| oy + MARGIN_T + ph - v / y_max * ph;
-        d.text(
-            ox + MARGIN_L,
-            oy + 16.0,
-            &format!("{} / {}", r.strategy, r.placement),
-            Anchor::Start,
-            ink::BLACK,
-            false,
-        );
-        d.rect(
-            ox + MARGIN_L,
-            oy + MARGIN_T,
-            pw,
-            ph,
-            ink::PANEL,
-            Some(ink::FRAME),
-        );
-        for v in [0.0, 25.0, 50.0, 75.0, 100.0] {
-            d.line((px(0.0), py(v)), (px(x_max), py(v)), ink::GRID, 1.0, false);
-            d.text(
-                ox + MARGIN_L - 4.0,
-                py(v) + 4.0,
-                &format!("{v}"),
-                Anchor::End,
-                ink::BLACK,
-                false,
-            );
+    let mut rgb = vec![0u8; w as usize * h as usize * 3];
+    {
+        let root = Fonted {
+            inner: BitMapBackend::with_buffer(&mut rgb, (w, h)),
+            faces,
+            glyphs: true,
         }
-        let step = tick_step(x_max);
-        let mut m = 0.0;
-        while m <= x_max + 1e-9 {
-            d.line(
-                (px(m), py(0.0)),
-                (px(m), py(0.0) + 4.0),
-                ink::FRAME,
-                1.0,
-                false,
-            );
-            d.text(
-                px(m),
-                py(0.0) + 15.0,
-                &format!("{m}"),
-                Anchor::Middle,
-                ink::BLACK,
-                false,
-            );
-            m += step;
+        .into_drawing_area();
+        root.fill(&WHITE).map_err(chart_error)?;
+        chart.draw(&root, Scale(PNG_SCALE)).map_err(chart_error)?;
+        root.present().map_err(chart_error)?;
+    }
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, w, h);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.set_compression(png::Compression::Balanced);
+    let mut writer = encoder.write_header().map_err(chart_error)?;
+    writer.write_image_data(&rgb).map_err(chart_error)?;
+    writer.finish().map_err(chart_error)?;
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Scores: small multiples
+
+const PAD: f64 = 10.0;
+const TITLE_H: f64 = 36.0;
+const PANEL_W: f64 = 360.0;
+const PANEL_H: f64 = 262.0;
+/// Space between a panel's axis title and the next row's caption.
+const PANEL_GAP: f64 = 10.0;
+const CAPTION_H: f64 = 36.0;
+const LEGEND_ROW: f64 = 22.0;
+const LEGEND_COL: f64 = 150.0;
+/// Brokers named in the legend; past that the colours repeat and the legend says how many there are.
+const LEGEND_BROKERS: usize = 20;
+
+struct Scores<'a> {
+    info: &'a ScenarioInfo,
+    runs: &'a [&'a RunResult],
+}
+
+impl Scores<'_> {
+    fn brokers(&self) -> usize {
+        self.runs.first().map_or(0, |r| r.series.brokers.len())
+    }
+
+    /// Columns of panels, rows of panels, panel width.
+    fn grid(&self) -> (usize, usize, f64) {
+        let cols = self.runs.len().clamp(1, 3);
+        let rows = self.runs.len().div_ceil(cols).max(1);
+        (cols, rows, PANEL_W.max(560.0 / cols as f64))
+    }
+
+    /// Legend columns, legend rows (broker rows and the key row).
+    fn legend(&self) -> (usize, usize) {
+        let (cols, _, panel_w) = self.grid();
+        let lcols = (((cols as f64 * panel_w) / LEGEND_COL) as usize).clamp(1, 5);
+        let named = self.brokers().min(LEGEND_BROKERS);
+        (lcols, named.div_ceil(lcols) + 1)
+    }
+}
+
+impl Chart for Scores<'_> {
+    fn size(&self) -> (u32, u32) {
+        let (cols, rows, panel_w) = self.grid();
+        let (_, legend_rows) = self.legend();
+        (
+            (cols as f64 * panel_w + 2.0 * PAD).ceil() as u32,
+            (TITLE_H + rows as f64 * PANEL_H + legend_rows as f64 * LEGEND_ROW + PAD).ceil() as u32,
+        )
+    }
+
+    fn title(&self) -> String {
+        format!("{}: broker scores over time per strategy", self.info.name)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, s: Scale) -> DrawResult<DB> {
+        let (cols, rows, panel_w) = self.grid();
+        root.draw(&Text::new(
+            format!(
+                "{}: every broker's score (weighted max usage, %) over time, one panel per strategy",
+                self.info.name
+            ),
+            (s.px(PAD), s.px(TITLE_H / 2.0)),
+            s.bold(14.0, INK, HPos::Left, VPos::Center),
+        ))?;
+        let y_max = self
+            .runs
+            .iter()
+            .flat_map(|r| r.series.scores.iter().flatten().flatten())
+            .fold(100.0f32, |a, b| a.max(*b)) as f64;
+        let x_max = self.info.duration_minutes.max(1.0);
+        // Moves per time bucket (about a pixel of a panel), on one scale for every panel.
+        let buckets: Vec<BTreeMap<i64, usize>> = self
+            .runs
+            .iter()
+            .map(|r| {
+                let mut b = BTreeMap::new();
+                for m in &r.series.move_minutes {
+                    *b.entry((m / x_max * 300.0).round() as i64).or_insert(0) += 1;
+                }
+                b
+            })
+            .collect();
+        let most = buckets
+            .iter()
+            .flat_map(|b| b.values())
+            .copied()
+            .max()
+            .unwrap_or(1);
+        for (k, r) in self.runs.iter().enumerate() {
+            let ox = PAD + (k % cols) as f64 * panel_w;
+            let oy = TITLE_H + (k / cols) as f64 * PANEL_H;
+            let panel = Panel {
+                ox,
+                oy,
+                w: panel_w,
+                x_max,
+                y_max,
+            };
+            panel.draw(root, s, r, &buckets[k], most)?;
         }
-        d.text(
-            px(x_max),
-            py(0.0) + 26.0,
-            "minutes",
-            Anchor::End,
-            ink::MUTED,
-            false,
+        self.draw_legend(root, s, rows)
+    }
+}
+
+struct Panel {
+    ox: f64,
+    oy: f64,
+    w: f64,
+    x_max: f64,
+    y_max: f64,
+}
+
+impl Panel {
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        s: Scale,
+        r: &RunResult,
+        moves: &BTreeMap<i64, usize>,
+        most: usize,
+    ) -> DrawResult<DB> {
+        const Y_AREA: f64 = 46.0;
+        const RIGHT: f64 = 12.0;
+        let (ox, oy) = (self.ox, self.oy);
+        root.draw(&Text::new(
+            r.strategy.clone(),
+            (s.px(ox + Y_AREA), s.px(oy + 11.0)),
+            s.bold(11.5, INK, HPos::Left, VPos::Center),
+        ))?;
+        root.draw(&Text::new(
+            format!("{} moves, {} splits", r.metrics.moves, r.metrics.splits),
+            (s.px(ox + self.w - RIGHT), s.px(oy + 11.0)),
+            s.text(10.5, MUTED, HPos::Right, VPos::Center),
+        ))?;
+        root.draw(&Text::new(
+            format!("placement: {}", r.placement),
+            (s.px(ox + Y_AREA), s.px(oy + 27.0)),
+            s.text(10.5, MUTED, HPos::Left, VPos::Center),
+        ))?;
+        let area = root.clone().shrink(
+            (s.px(ox), s.px(oy + CAPTION_H)),
+            (s.px(self.w), s.px(PANEL_H - CAPTION_H - PANEL_GAP)),
         );
-        d.line(
-            (px(0.0), py(OVERLOADED_SCORE)),
-            (px(x_max), py(OVERLOADED_SCORE)),
-            ink::RED,
-            1.0,
-            true,
-        );
+        // Score ticks every 25 points, and the overload threshold.
+        let mut scores = Ticked::new(self.y_max, 25.0);
+        scores.ticks.push(OVERLOADED_SCORE);
+        let mut chart = ChartBuilder::on(&area)
+            .margin_top(s.px(8.0))
+            .margin_right(s.px(RIGHT))
+            .x_label_area_size(s.px(38.0))
+            .y_label_area_size(s.px(Y_AREA))
+            .build_cartesian_2d(Ticked::new(self.x_max, tick_step(self.x_max)), scores)?;
+        chart.plotting_area().fill(&PANEL)?;
+        chart
+            .configure_mesh()
+            .x_desc("minutes")
+            .y_desc("score (%)")
+            .label_style(s.text(10.5, INK, HPos::Center, VPos::Center))
+            .axis_desc_style(s.text(10.5, MUTED, HPos::Center, VPos::Center))
+            .bold_line_style(s.stroke(GRID, 1.0))
+            .light_line_style(TRANSPARENT)
+            .axis_style(s.stroke(FRAME, 1.0))
+            .set_all_tick_mark_size(s.px(4.0))
+            .x_label_formatter(&integer)
+            .y_label_formatter(&integer)
+            .draw()?;
+        let plot = chart.plotting_area();
+        let at = |m: f64, v: f64| plot.map_coordinate(&(m, v));
         for (b, scores) in r.series.scores.iter().enumerate() {
-            let mut pts: Vec<(f64, f64)> = Vec::new();
+            let mut run: Vec<(i32, i32)> = Vec::new();
             for (i, v) in scores.iter().enumerate() {
                 match v {
-                    Some(v) => pts.push((px(r.series.minutes[i]), py(*v as f64))),
-                    None => {
-                        d.polyline(&pts, series(b), 1.0);
-                        pts.clear();
-                    }
+                    Some(v) => run.push(at(r.series.minutes[i], *v as f64)),
+                    None => path(root, s, simplify(run.drain(..)), broker_line(b))?,
                 }
             }
-            d.polyline(&pts, series(b), 1.0);
+            path(root, s, simplify(run), broker_line(b))?;
         }
-        for m in &r.series.move_minutes {
-            d.line(
-                (px(*m), py(0.0) - 6.0),
-                (px(*m), py(0.0)),
-                ink::BLACK,
-                1.0,
-                false,
-            );
+        let (left, y) = at(0.0, OVERLOADED_SCORE);
+        let (right, _) = at(self.x_max, OVERLOADED_SCORE);
+        root.draw(&DashedPathElement::new(
+            [(left, y), (right, y)],
+            s.px(5.0),
+            s.px(3.0),
+            s.stroke(THRESHOLD, 1.0),
+        ))?;
+        let bucket_minutes = self.x_max / 300.0;
+        for (bucket, n) in moves {
+            let (x, bottom) = at(*bucket as f64 * bucket_minutes, 0.0);
+            let len = 3.0 + 9.0 * (*n as f64 / most.max(1) as f64).sqrt();
+            root.draw(&PathElement::new(
+                [(x, bottom), (x, bottom - s.px(len))],
+                s.stroke(INK, 1.0),
+            ))?;
         }
-        d.text(
-            px(x_max) - 3.0,
-            oy + MARGIN_T + 12.0,
-            &format!("{} moves, {} splits", r.metrics.moves, r.metrics.splits),
-            Anchor::End,
-            ink::MUTED,
-            false,
-        );
-    }
-    if let Some(r) = runs.first() {
-        let legend = r.series.brokers.len().min(20);
-        let top = rows as f64 * PANEL_H + 30.0;
-        for (b, id) in r.series.brokers.iter().take(legend).enumerate() {
-            let x = 8.0 + (b % 5) as f64 * 150.0;
-            let y = top + 14.0 + (b / 5) as f64 * 18.0;
-            d.rect(x, y - 6.0, 14.0, 4.0, series(b), None);
-            d.text(x + 18.0, y, id, Anchor::Start, ink::BLACK, false);
-        }
-        if r.series.brokers.len() > legend {
-            d.text(
-                8.0,
-                top + 14.0 + legend.div_ceil(5) as f64 * 18.0,
-                &format!(
-                    "... {} brokers in all (colours repeat)",
-                    r.series.brokers.len()
-                ),
-                Anchor::Start,
-                ink::BLACK,
-                false,
-            );
-        }
+        Ok(())
     }
 }
 
-/// Size of the moves chart.
-pub const MOVES_SIZE: (f64, f64) = (720.0, 300.0);
-
-/// Cumulative shedding moves over time, one line per strategy, with a legend.
-pub fn draw_moves(d: &mut dyn Draw, info: &ScenarioInfo, runs: &[&RunResult]) {
-    let (w, h) = MOVES_SIZE;
-    let (l, r_m, t, b) = (50.0, 190.0, 30.0, 34.0);
-    let pw = w - l - r_m;
-    let ph = h - t - b;
-    let x_max = info.duration_minutes.max(1.0);
-    let y_max = runs
-        .iter()
-        .map(|r| r.series.move_minutes.len())
-        .max()
-        .unwrap_or(0)
-        .max(1) as f64;
-    let px = |m: f64| l + m / x_max * pw;
-    let py = |v: f64| t + ph - v / y_max * ph;
-    d.text(
-        8.0,
-        18.0,
-        &format!("{}: cumulative shedding moves", info.name),
-        Anchor::Start,
-        ink::BLACK,
-        true,
-    );
-    d.rect(l, t, pw, ph, ink::PANEL, Some(ink::FRAME));
-    let ystep = (y_max / 5.0).ceil().max(1.0);
-    let mut v = 0.0;
-    while v <= y_max + 1e-9 {
-        d.line((l, py(v)), (l + pw, py(v)), ink::GRID, 1.0, false);
-        d.text(
-            l - 4.0,
-            py(v) + 4.0,
-            &format!("{v}"),
-            Anchor::End,
-            ink::BLACK,
-            false,
-        );
-        v += ystep;
-    }
-    let step = tick_step(x_max);
-    let mut m = 0.0;
-    while m <= x_max + 1e-9 {
-        d.text(
-            px(m),
-            t + ph + 15.0,
-            &format!("{m}"),
-            Anchor::Middle,
-            ink::BLACK,
-            false,
-        );
-        m += step;
-    }
-    d.text(
-        l + pw,
-        t + ph + 28.0,
-        "minutes",
-        Anchor::End,
-        ink::MUTED,
-        false,
-    );
-    for (k, r) in runs.iter().enumerate() {
-        let mut pts = vec![(px(0.0), py(0.0))];
-        for (i, m) in r.series.move_minutes.iter().enumerate() {
-            pts.push((px(*m), py(i as f64)));
-            pts.push((px(*m), py(i as f64 + 1.0)));
+impl Scores<'_> {
+    fn draw_legend<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        s: Scale,
+        panel_rows: usize,
+    ) -> DrawResult<DB> {
+        let Some(first) = self.runs.first() else {
+            return Ok(());
+        };
+        let (lcols, rows) = self.legend();
+        let top = TITLE_H + panel_rows as f64 * PANEL_H + LEGEND_ROW / 2.0;
+        let entry = |i: usize| {
+            (
+                PAD + (i % lcols) as f64 * LEGEND_COL,
+                top + (i / lcols) as f64 * LEGEND_ROW,
+            )
+        };
+        let brokers = &first.series.brokers;
+        for (b, id) in brokers.iter().take(LEGEND_BROKERS).enumerate() {
+            let (x, y) = entry(b);
+            let line = Line {
+                width: 2.0,
+                ..broker_line(b)
+            };
+            path(
+                root,
+                s,
+                vec![(s.px(x), s.px(y)), (s.px(x + 22.0), s.px(y))],
+                line,
+            )?;
+            root.draw(&Text::new(
+                id.clone(),
+                (s.px(x + 28.0), s.px(y)),
+                s.text(10.5, INK, HPos::Left, VPos::Center),
+            ))?;
         }
-        pts.push((px(x_max), py(r.series.move_minutes.len() as f64)));
-        d.polyline(&pts, series(k), 1.6);
-        let y = t + 12.0 + k as f64 * 18.0;
-        d.rect(l + pw + 12.0, y - 6.0, 14.0, 4.0, series(k), None);
-        d.text(
-            l + pw + 30.0,
-            y,
-            &format!("{} ({})", r.strategy, r.series.move_minutes.len()),
-            Anchor::Start,
-            ink::BLACK,
-            false,
-        );
+        // The key row: the threshold, the move ticks, and how many brokers there are when not all are named.
+        let y = top + (rows - 1) as f64 * LEGEND_ROW;
+        let mut x = PAD;
+        root.draw(&DashedPathElement::new(
+            [(s.px(x), s.px(y)), (s.px(x + 22.0), s.px(y))],
+            s.px(5.0),
+            s.px(3.0),
+            s.stroke(THRESHOLD, 1.0),
+        ))?;
+        let key = s.text(10.5, INK, HPos::Left, VPos::Center);
+        let label = format!("overload threshold ({OVERLOADED_SCORE})");
+        root.draw(&Text::new(
+            label.clone(),
+            (s.px(x + 28.0), s.px(y)),
+            key.clone(),
+        ))?;
+        x += 28.0 + text_width(root, s, &label, &key) + 24.0;
+        for (dx, len) in [(0.0, 5.0), (4.0, 9.0), (8.0, 12.0)] {
+            root.draw(&PathElement::new(
+                [
+                    (s.px(x + dx), s.px(y + 6.0)),
+                    (s.px(x + dx), s.px(y + 6.0 - len)),
+                ],
+                s.stroke(INK, 1.0),
+            ))?;
+        }
+        let label = "shedding moves at that time (taller: more moves)".to_owned();
+        root.draw(&Text::new(
+            label.clone(),
+            (s.px(x + 16.0), s.px(y)),
+            key.clone(),
+        ))?;
+        x += 16.0 + text_width(root, s, &label, &key) + 24.0;
+        if brokers.len() > LEGEND_BROKERS {
+            root.draw(&Text::new(
+                format!(
+                    "{} brokers in all; past the {LEGEND_BROKERS}th the line styles repeat",
+                    brokers.len()
+                ),
+                (s.px(x), s.px(y)),
+                s.text(10.5, MUTED, HPos::Left, VPos::Center),
+            ))?;
+        }
+        Ok(())
     }
+}
+
+/// The width of `text` in SVG pixels (measured with the embedded font).
+fn text_width<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    s: Scale,
+    text: &str,
+    style: &TextStyle,
+) -> f64 {
+    root.estimate_text_size(text, style)
+        .map_or(text.len() as f64 * 7.0, |(w, _)| w as f64 / s.0)
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Moves: one line per strategy
+
+const MOVES_W: f64 = 800.0;
+const MOVES_LABELS_W: f64 = 220.0;
+const MOVES_LABEL_GAP: f64 = 17.0;
+
+struct Moves<'a> {
+    info: &'a ScenarioInfo,
+    runs: &'a [&'a RunResult],
+}
+
+impl Chart for Moves<'_> {
+    fn size(&self) -> (u32, u32) {
+        let labels = TITLE_H + 60.0 + self.runs.len() as f64 * MOVES_LABEL_GAP;
+        (MOVES_W as u32, labels.max(320.0).ceil() as u32)
+    }
+
+    fn title(&self) -> String {
+        format!("{}: shedding moves over time", self.info.name)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, s: Scale) -> DrawResult<DB> {
+        let (w, h) = self.size();
+        let (w, h) = (w as f64, h as f64);
+        root.draw(&Text::new(
+            format!(
+                "{}: cumulative shedding moves, one line per strategy",
+                self.info.name
+            ),
+            (s.px(PAD), s.px(TITLE_H / 2.0)),
+            s.bold(14.0, INK, HPos::Left, VPos::Center),
+        ))?;
+        let x_max = self.info.duration_minutes.max(1.0);
+        let most = self
+            .runs
+            .iter()
+            .map(|r| r.series.move_minutes.len())
+            .max()
+            .unwrap_or(0)
+            .max(1) as f64;
+        let area = root.clone().shrink(
+            (0, s.px(TITLE_H)),
+            (s.px(w - MOVES_LABELS_W), s.px(h - TITLE_H)),
+        );
+        let mut chart = ChartBuilder::on(&area)
+            .margin_top(s.px(6.0))
+            .margin_left(s.px(PAD))
+            .margin_bottom(s.px(6.0))
+            .x_label_area_size(s.px(40.0))
+            .y_label_area_size(s.px(50.0))
+            .build_cartesian_2d(
+                Ticked::new(x_max, tick_step(x_max)),
+                Ticked {
+                    range: 0.0..most * 1.05,
+                    ..Ticked::new(most, count_step(most))
+                },
+            )?;
+        chart.plotting_area().fill(&PANEL)?;
+        chart
+            .configure_mesh()
+            .x_desc("minutes")
+            .y_desc("moves so far")
+            .label_style(s.text(10.5, INK, HPos::Center, VPos::Center))
+            .axis_desc_style(s.text(10.5, MUTED, HPos::Center, VPos::Center))
+            .bold_line_style(s.stroke(GRID, 1.0))
+            .light_line_style(TRANSPARENT)
+            .axis_style(s.stroke(FRAME, 1.0))
+            .set_all_tick_mark_size(s.px(4.0))
+            .x_label_formatter(&integer)
+            .y_label_formatter(&integer)
+            .draw()?;
+        let plot = chart.plotting_area();
+        let at = |m: f64, v: f64| plot.map_coordinate(&(m, v));
+        let mut ends = Vec::new();
+        for (k, r) in self.runs.iter().enumerate() {
+            let moves = &r.series.move_minutes;
+            let mut points = vec![at(0.0, 0.0)];
+            for (i, m) in moves.iter().enumerate() {
+                points.push(at(*m, i as f64));
+                points.push(at(*m, i as f64 + 1.0));
+            }
+            points.push(at(x_max, moves.len() as f64));
+            path(root, s, simplify(points), strategy_line(k))?;
+            ends.push(at(x_max, moves.len() as f64));
+        }
+        // Labels at the lines' ends, spread apart, each joined to its line by a leader.
+        let (_, top) = at(0.0, most * 1.05);
+        let (_, bottom) = at(0.0, 0.0);
+        let wanted: Vec<f64> = ends.iter().map(|(_, y)| *y as f64 / s.0).collect();
+        let placed = spread(
+            &wanted,
+            MOVES_LABEL_GAP,
+            top as f64 / s.0,
+            (bottom as f64 / s.0).max(top as f64 / s.0 + MOVES_LABEL_GAP * ends.len() as f64),
+        );
+        for (k, r) in self.runs.iter().enumerate() {
+            let x = ends[k].0 as f64 / s.0;
+            let label_y = placed[k];
+            let line = strategy_line(k);
+            root.draw(&PathElement::new(
+                [(s.px(x), ends[k].1), (s.px(x + 8.0), s.px(label_y))],
+                s.stroke(line.color, 1.0),
+            ))?;
+            path(
+                root,
+                s,
+                vec![
+                    (s.px(x + 8.0), s.px(label_y)),
+                    (s.px(x + 28.0), s.px(label_y)),
+                ],
+                line,
+            )?;
+            root.draw(&Text::new(
+                format!("{} ({})", r.strategy, r.series.move_minutes.len()),
+                (s.px(x + 34.0), s.px(label_y)),
+                s.text(10.5, INK, HPos::Left, VPos::Center),
+            ))?;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The charts of a scenario
+
+/// The small-multiples score chart of one scenario (one panel per run, same axes), as SVG.
+pub fn scores_svg(info: &ScenarioInfo, runs: &[&RunResult]) -> Result<String, SimError> {
+    svg(&Scores { info, runs })
+}
+
+/// The score chart as PNG, at [`PNG_SCALE`].
+pub fn scores_png(info: &ScenarioInfo, runs: &[&RunResult]) -> Result<Vec<u8>, SimError> {
+    png(&Scores { info, runs })
+}
+
+/// Cumulative shedding moves over time, one line per run, as SVG.
+pub fn moves_svg(info: &ScenarioInfo, runs: &[&RunResult]) -> Result<String, SimError> {
+    svg(&Moves { info, runs })
+}
+
+/// The moves chart as PNG, at [`PNG_SCALE`].
+pub fn moves_png(info: &ScenarioInfo, runs: &[&RunResult]) -> Result<Vec<u8>, SimError> {
+    png(&Moves { info, runs })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use ab_glyph::Font;
+
     use super::*;
+    use crate::sim::engine::Series;
+    use crate::sim::Metrics;
 
-    /// A minimal inflate for fixed-Huffman blocks, to check the encoder round-trips.
-    fn inflate_fixed(z: &[u8]) -> Vec<u8> {
-        assert_eq!(&z[..2], &[0x78, 0x01]);
-        let data = &z[2..z.len() - 4];
-        let mut pos = 0usize;
-        let bit = |pos: &mut usize| -> u32 {
-            let b = (data[*pos / 8] >> (*pos % 8)) & 1;
-            *pos += 1;
-            b as u32
+    fn info(minutes: f64) -> ScenarioInfo {
+        ScenarioInfo {
+            name: "test".to_owned(),
+            description: String::new(),
+            brokers: 0,
+            bundles: 0,
+            duration_minutes: minutes,
+        }
+    }
+
+    /// A run of `brokers` brokers over an hour: broker b starts at 90 − 7b and settles at 30; broker 1 is down
+    /// from minute 20 to 25.
+    fn run(strategy: &str, brokers: usize, moves: &[f64]) -> RunResult {
+        let minutes: Vec<f64> = (0..=720).map(|i| i as f64 / 12.0).collect();
+        let scores = (0..brokers)
+            .map(|b| {
+                minutes
+                    .iter()
+                    .map(|m| {
+                        if b == 1 && (20.0..25.0).contains(m) {
+                            None
+                        } else if *m < 10.0 {
+                            Some(90.0 - 7.0 * b as f32)
+                        } else {
+                            Some(30.0)
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        RunResult {
+            scenario: "test".to_owned(),
+            strategy: strategy.to_owned(),
+            placement: format!("{strategy}Placement"),
+            seed: 1,
+            metrics: Metrics {
+                moves: moves.len() as _,
+                ..Default::default()
+            },
+            wall_seconds: 0.0,
+            simulated_cycles_per_second: 0.0,
+            series: Series {
+                brokers: (1..=brokers)
+                    .map(|b| format!("broker-{b:02}:8080"))
+                    .collect(),
+                minutes,
+                scores,
+                move_minutes: moves.to_vec(),
+                split_minutes: Vec::new(),
+                duration_minutes: 60.0,
+            },
+            moves: Vec::new(),
+            trace: Vec::new(),
+            reports: Vec::new(),
+            records: Vec::new(),
+            splits: Vec::new(),
+            owners: BTreeMap::new(),
+        }
+    }
+
+    const SIX: [&str; 6] = [
+        "AvgShedder",
+        "ThresholdShedder",
+        "OverloadShedder",
+        "UniformLoadShedder",
+        "TransferShedder",
+        "BandShedder",
+    ];
+
+    fn decode(png: &[u8]) -> (u32, u32, Vec<u8>) {
+        let decoder = png::Decoder::new(std::io::Cursor::new(png));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+        let frame = reader.next_frame(&mut buf).unwrap();
+        assert_eq!(frame.color_type, png::ColorType::Rgb);
+        buf.truncate(frame.buffer_size());
+        (frame.width, frame.height, buf)
+    }
+
+    fn svg_size(svg: &str) -> (u32, u32) {
+        let attr = |name: &str| -> u32 {
+            let at = svg.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+            svg[at..].split('"').next().unwrap().parse().unwrap()
         };
-        let bits = |pos: &mut usize, n: u32| -> u32 {
-            let mut v = 0;
-            for i in 0..n {
-                v |= bit(pos) << i;
+        (attr("width"), attr("height"))
+    }
+
+    #[test]
+    fn charts_of_six_strategies_as_svg_and_png() {
+        let runs: Vec<RunResult> = SIX
+            .iter()
+            .enumerate()
+            .map(|(k, s)| run(s, 10, &[1.0, 1.0, 2.0, 30.0 + k as f64]))
+            .collect();
+        let runs: Vec<&RunResult> = runs.iter().collect();
+        let info = info(60.0);
+        for (svg, png) in [
+            (
+                scores_svg(&info, &runs).unwrap(),
+                scores_png(&info, &runs).unwrap(),
+            ),
+            (
+                moves_svg(&info, &runs).unwrap(),
+                moves_png(&info, &runs).unwrap(),
+            ),
+        ] {
+            assert!(svg.starts_with("<svg "), "{}", &svg[..80]);
+            assert!(svg.contains(r#"xmlns="http://www.w3.org/2000/svg""#));
+            assert!(svg.contains("<title>test: "));
+            assert!(svg.trim_end().ends_with("</svg>"));
+            assert!(svg.contains("<polyline"));
+            for s in SIX {
+                assert!(
+                    svg.contains(&format!(">\n{s}")) || svg.contains(&format!(">{s}")),
+                    "{s}"
+                );
             }
-            v
-        };
-        assert_eq!(bits(&mut pos, 1), 1, "final block");
-        assert_eq!(bits(&mut pos, 2), 1, "fixed Huffman");
-        let mut out: Vec<u8> = Vec::new();
-        loop {
-            // Read a fixed literal/length code.
-            let mut code = 0u32;
-            for _ in 0..7 {
-                code = code << 1 | bit(&mut pos);
-            }
-            let sym = if code <= 0x17 {
-                256 + code
-            } else {
-                code = code << 1 | bit(&mut pos);
-                if (0x30..=0xbf).contains(&code) {
-                    code - 0x30
-                } else if (0xc0..=0xc7).contains(&code) {
-                    280 + code - 0xc0
-                } else {
-                    code = code << 1 | bit(&mut pos);
-                    144 + code - 0x190
-                }
+            let (w, h) = svg_size(&svg);
+            let (pw, ph, rgb) = decode(&png);
+            assert_eq!(
+                (pw, ph),
+                ((w as f64 * PNG_SCALE) as u32, (h as f64 * PNG_SCALE) as u32)
+            );
+            // Dark ink (text) in the title band, none outside the image's white margin at the top.
+            let dark = |x0: u32, y0: u32, x1: u32, y1: u32| {
+                (y0..y1)
+                    .flat_map(|y| (x0..x1).map(move |x| (x, y)))
+                    .filter(|(x, y)| {
+                        let i = (*y * pw + *x) as usize * 3;
+                        rgb[i..i + 3].iter().all(|c| *c < 80)
+                    })
+                    .count()
             };
-            match sym {
-                0..=255 => out.push(sym as u8),
-                256 => break,
-                _ => {
-                    let i = (sym - 257) as usize;
-                    let base = [
-                        3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59,
-                        67, 83, 99, 115, 131, 163, 195, 227, 258,
-                    ][i];
-                    let extra = [
-                        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5,
-                        5, 5, 5, 0,
-                    ][i];
-                    let len = base + bits(&mut pos, extra);
-                    let mut d = 0;
-                    for _ in 0..5 {
-                        d = d << 1 | bit(&mut pos);
-                    }
-                    assert_eq!(d, 0, "distance code 0 = distance 1");
-                    for _ in 0..len {
-                        let last = *out.last().unwrap();
-                        out.push(last);
-                    }
-                }
+            assert!(dark(0, 0, pw, (TITLE_H * PNG_SCALE) as u32) > 1000);
+            assert_eq!(dark(0, 0, pw, 4), 0);
+        }
+        // One panel per strategy, each with its axes, the threshold in the legend, every broker named.
+        let svg = scores_svg(&info, &runs).unwrap();
+        assert_eq!(svg.matches("score (%)").count(), 6);
+        assert!(svg.contains("placement: BandShedderPlacement"));
+        assert!(svg.contains("overload threshold (85)"));
+        for b in 1..=10 {
+            assert!(svg.contains(&format!("broker-{b:02}:8080")));
+        }
+        assert_eq!(
+            svg_size(&svg),
+            Scores {
+                info: &info,
+                runs: &runs
+            }
+            .size()
+        );
+        // The moves chart labels each line with its total.
+        let svg = moves_svg(&info, &runs).unwrap();
+        assert!(svg.contains("BandShedder (4)"));
+    }
+
+    #[test]
+    fn many_strategies_and_brokers_keep_distinct_styles() {
+        let names: Vec<String> = (0..8).map(|k| format!("Strategy{k}")).collect();
+        let runs: Vec<RunResult> = names.iter().map(|s| run(s, 25, &[5.0])).collect();
+        let runs: Vec<&RunResult> = runs.iter().collect();
+        let info = info(60.0);
+        let scores = Scores {
+            info: &info,
+            runs: &runs,
+        };
+        assert_eq!(scores.grid().0, 3);
+        assert_eq!(scores.grid().1, 3);
+        let svg = scores_svg(&info, &runs).unwrap();
+        assert!(svg.contains("25 brokers in all"));
+        assert!(svg.contains("broker-20:8080"));
+        assert!(!svg.contains("broker-21:8080"));
+        let moves = moves_svg(&info, &runs).unwrap();
+        for n in &names {
+            assert!(moves.contains(n.as_str()), "{n}");
+        }
+        // Styles: 10 broker colours then dashed, 7 strategy colours then dashed.
+        let key = |l: Line| (l.color, l.dashed);
+        let brokers: Vec<_> = (0..20).map(|b| key(broker_line(b))).collect();
+        let strategies: Vec<_> = (0..14).map(|k| key(strategy_line(k))).collect();
+        for styles in [brokers, strategies] {
+            for (i, a) in styles.iter().enumerate() {
+                assert!(!styles[i + 1..].contains(a), "style {i} repeats");
             }
         }
-        let adler = u32::from_be_bytes(z[z.len() - 4..].try_into().unwrap());
-        let (mut a, mut b) = (1u32, 0u32);
-        for x in &out {
-            a = (a + *x as u32) % 65521;
-            b = (b + a) % 65521;
-        }
-        assert_eq!(adler, (b << 16) | a);
-        out
     }
 
     #[test]
-    fn deflate_round_trips() {
-        let mut data = Vec::new();
-        for i in 0..5000u32 {
-            data.push((i % 7) as u8);
-            data.extend(std::iter::repeat((i % 251) as u8).take((i % 300) as usize));
-            data.push(200 + (i % 50) as u8);
+    fn text_is_drawn_with_the_embedded_font_where_it_is_measured() {
+        let faces = faces().unwrap();
+        // Every character of the charts' fixed labels has a glyph (no missing-glyph boxes).
+        for text in [
+            "every broker's score (weighted max usage, %) over time, one panel per strategy",
+            "cumulative shedding moves, one line per strategy 0123456789",
+            "placement: moves, splits minutes score (%) moves so far overload threshold (85)",
+            "shedding moves at that time (taller: more moves) ABCDEFGHIJKLMNOPQRSTUVWXYZ_-/:.",
+        ] {
+            for c in text.chars() {
+                assert_ne!(faces.regular.glyph_id(c).0, 0, "{c:?}");
+                assert_ne!(faces.bold.glyph_id(c).0, 0, "{c:?}");
+            }
         }
-        let z = zlib(&data);
-        assert!(z.len() < data.len() / 4, "{} vs {}", z.len(), data.len());
-        assert_eq!(inflate_fixed(&z), data);
-        assert_eq!(inflate_fixed(&zlib(&[])), Vec::<u8>::new());
-        for len in 3u32..=258 {
-            let (sym, extra, val) = length_code(len);
-            assert!((257..=285).contains(&sym), "{len}");
-            assert!(val < (1 << extra) || (extra == 0 && val == 0), "{len}");
+        let (w, h) = (400u32, 60u32);
+        let mut rgb = vec![255u8; (w * h * 3) as usize];
+        let style = Scale(2.0).text(10.5, INK, HPos::Right, VPos::Center);
+        let text = "ThresholdShedder (1064)";
+        let width;
+        {
+            let root = Fonted {
+                inner: BitMapBackend::with_buffer(&mut rgb, (w, h)),
+                faces,
+                glyphs: true,
+            }
+            .into_drawing_area();
+            width = root.estimate_text_size(text, &style).unwrap().0 as i32;
+            root.draw(&Text::new(text, (380, 30), style.clone()))
+                .unwrap();
+            root.present().unwrap();
         }
-        assert_eq!(length_code(258), (285, 0, 0));
-        assert_eq!(length_code(257), (284, 5, 30));
+        let inked: Vec<(i32, i32)> = (0..h as i32)
+            .flat_map(|y| (0..w as i32).map(move |x| (x, y)))
+            .filter(|(x, y)| rgb[((*y as u32 * w + *x as u32) * 3) as usize] < 128)
+            .collect();
+        let (x0, x1) = (
+            inked.iter().map(|p| p.0).min().unwrap(),
+            inked.iter().map(|p| p.0).max().unwrap(),
+        );
+        let (y0, y1) = (
+            inked.iter().map(|p| p.1).min().unwrap(),
+            inked.iter().map(|p| p.1).max().unwrap(),
+        );
+        // Right-aligned at x = 380 and as wide as measured (side bearings are a pixel or two).
+        assert!((376..=380).contains(&x1), "{x1}");
+        assert!((x0 - (380 - width)).abs() <= 4, "{x0} vs {}", 380 - width);
+        // Centred as SVG centres (baseline half an x-height below y = 30; em 21 px): capitals and
+        // parentheses reach from about 20 to 40.
+        assert!(
+            (17..=23).contains(&y0) && (36..=42).contains(&y1),
+            "{y0}..{y1}"
+        );
+        // Anti-aliased glyphs, not blocks: intermediate greys exist.
+        assert!(rgb.chunks(3).any(|p| p[0] > 40 && p[0] < 200));
     }
 
     #[test]
-    fn png_structure_and_text_rendering() {
-        let mut r = Raster::new(40.0, 12.0, 2.0);
-        r.text(2.0, 10.0, "AVG 85%", Anchor::Start, ink::BLACK, false);
-        r.line((0.0, 11.0), (39.0, 11.0), ink::RED, 1.0, true);
-        assert!(r.px.contains(&ink::BLACK));
-        assert!(r.px.contains(&ink::RED));
-        let png = r.png();
-        assert_eq!(&png[..8], &[0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a]);
-        assert_eq!(&png[12..16], b"IHDR");
-        assert_eq!(u32::from_be_bytes(png[16..20].try_into().unwrap()), 80);
-        assert_eq!(u32::from_be_bytes(png[20..24].try_into().unwrap()), 24);
-        assert!(png.ends_with(&[0, 0, 0, 0, b'I', b'E', b'N', b'D', 0xae, 0x42, 0x60, 0x82]));
-        // The IDAT payload inflates back to the filtered rows.
-        let idat = png.windows(4).position(|w| w == b"IDAT").unwrap();
-        let len = u32::from_be_bytes(png[idat - 4..idat].try_into().unwrap()) as usize;
-        let raw = inflate_fixed(&png[idat + 4..idat + 4 + len]);
-        assert_eq!(raw.len(), (80 + 1) * 24);
-        assert!(raw.chunks(81).all(|row| row[0] == 2));
+    fn simplify_keeps_the_shape() {
+        let pts = vec![
+            (0, 5),
+            (1, 5),
+            (1, 5),
+            (2, 5),
+            (3, 5),
+            (3, 9),
+            (3, 2),
+            (3, 4),
+            (4, 4),
+        ];
+        // The horizontal run collapses; the vertical excursion to 2 stays.
+        assert_eq!(
+            simplify(pts),
+            vec![(0, 5), (3, 5), (3, 9), (3, 2), (3, 4), (4, 4)]
+        );
+        assert_eq!(simplify(vec![(0, 0), (1, 1), (2, 2)]).len(), 3);
+        assert!(simplify(Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn labels_spread_apart_in_bounds_and_order() {
+        let placed = spread(&[100.0, 101.0, 50.0, 102.0], 16.0, 0.0, 200.0);
+        let mut sorted = placed.clone();
+        sorted.sort_by(f64::total_cmp);
+        for w in sorted.windows(2) {
+            assert!(w[1] - w[0] >= 16.0 - 1e-9, "{placed:?}");
+        }
+        assert_eq!(placed[2], 50.0);
+        assert!(placed[0] < placed[1] && placed[1] < placed[3]);
+        // Pushed back up from the bottom.
+        let placed = spread(&[199.0, 200.0], 16.0, 0.0, 200.0);
+        assert_eq!(placed, vec![184.0, 200.0]);
+    }
+
+    #[test]
+    fn axis_steps() {
+        assert_eq!(tick_step(60.0), 10.0);
+        assert_eq!(tick_step(120.0), 15.0);
+        assert_eq!(tick_step(1440.0), 240.0);
+        assert_eq!(count_step(1064.0), 200.0);
+        assert_eq!(count_step(8.0), 2.0);
+        assert_eq!(count_step(1.0), 1.0);
+        assert_eq!(
+            Ticked::new(100.0, 25.0).ticks,
+            vec![0.0, 25.0, 50.0, 75.0, 100.0]
+        );
     }
 }

@@ -15,7 +15,7 @@
 //! * [`metrics`] — what a run measures, with exact definitions.
 //! * [`suite`] — many runs on a thread pool, with a progress bar.
 //! * [`report`] — text tables, JSON, HTML with SVG and PNG charts.
-//! * [`chart`] — the charts, drawn once for an SVG and a PNG backend (hand-written encoder, built-in font).
+//! * [`chart`] — the charts, drawn once with plotters for an SVG and a PNG backend (embedded font).
 //!
 //! # Score
 //!
@@ -78,4 +78,7 @@ pub enum SimError {
     /// A file could not be written or read.
     #[error("{0}")]
     Io(String),
+    /// A chart could not be drawn.
+    #[error("chart: {0}")]
+    Chart(String),
 }

@@ -1,20 +1,20 @@
 //! Output: one text table per scenario (strategies as rows, metrics as columns, the best value of each column
-//! marked `*`), the JSON document for scripts, and the HTML report with hand-written SVG charts.
+//! marked `*`), the JSON document for scripts, and the HTML report with its charts.
 //!
 //! Charts per scenario: `charts/<scenario>-scores.svg` — small multiples, one panel per strategy with the same
 //! axes, every broker's score over time, the overload threshold dashed and each shedding move as a tick on the
 //! time axis; `charts/<scenario>-moves.svg` — cumulative shedding moves over time, one line per strategy.
-//! Each chart is written as SVG and as PNG (hand-written rasteriser with a built-in pixel font, so no system
-//! font is needed; see [`super::chart`]). `index.html` embeds every SVG inline (it opens on its own, offline)
-//! and links every chart file.
+//! Each chart is written as SVG and as PNG, both drawn by [`super::chart`] (plotters; the PNG's text comes from
+//! a font compiled into the binary, so no system font is needed). `index.html` embeds every SVG inline (it
+//! opens on its own, offline) and links every chart file.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::chart::{self, Raster, Svg};
+use super::chart;
 use super::engine::RunResult;
 use super::metrics::Metrics;
-use super::suite::{ScenarioInfo, SuiteResult};
+use super::suite::SuiteResult;
 use super::SimError;
 
 /// Column headers of the tables.
@@ -169,49 +169,6 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Device pixels per SVG pixel of the PNG charts.
-pub const PNG_SCALE: f64 = 2.0;
-
-fn brokers_of(runs: &[&RunResult]) -> usize {
-    runs.first().map_or(0, |r| r.series.brokers.len())
-}
-
-/// The small-multiples score chart of one scenario, as SVG.
-pub fn scores_svg(info: &ScenarioInfo, runs: &[&RunResult]) -> String {
-    let (w, h) = chart::scores_size(runs.len(), brokers_of(runs));
-    let mut svg = Svg::new(
-        w,
-        h,
-        &format!("{}: broker scores over time per strategy", info.name),
-    );
-    chart::draw_scores(&mut svg, info, runs);
-    svg.finish()
-}
-
-/// The same chart as PNG.
-pub fn scores_png(info: &ScenarioInfo, runs: &[&RunResult]) -> Vec<u8> {
-    let (w, h) = chart::scores_size(runs.len(), brokers_of(runs));
-    let mut r = Raster::new(w, h, PNG_SCALE);
-    chart::draw_scores(&mut r, info, runs);
-    r.png()
-}
-
-/// Cumulative shedding moves over time, one line per strategy, as SVG.
-pub fn moves_svg(info: &ScenarioInfo, runs: &[&RunResult]) -> String {
-    let (w, h) = chart::MOVES_SIZE;
-    let mut svg = Svg::new(w, h, &format!("{}: shedding moves over time", info.name));
-    chart::draw_moves(&mut svg, info, runs);
-    svg.finish()
-}
-
-/// The same chart as PNG.
-pub fn moves_png(info: &ScenarioInfo, runs: &[&RunResult]) -> Vec<u8> {
-    let (w, h) = chart::MOVES_SIZE;
-    let mut r = Raster::new(w, h, PNG_SCALE);
-    chart::draw_moves(&mut r, info, runs);
-    r.png()
-}
-
 fn file_stem(name: &str) -> String {
     name.chars()
         .map(|c| {
@@ -301,15 +258,15 @@ with a score above 85; &micro;s/cycle: wall time of one shedding cycle.</p>
         for (kind, svg, png, caption) in [
             (
                 "scores",
-                scores_svg(info, &runs),
-                scores_png(info, &runs),
-                "Every broker's score over time; one panel per strategy, same axes; dashed line: overload threshold (85); ticks on the time axis: shedding moves.",
+                chart::scores_svg(info, &runs)?,
+                chart::scores_png(info, &runs)?,
+                "Every broker's score over time; one panel per strategy, same axes; dashed line: overload threshold (85); ticks on the time axis: shedding moves, taller where more happened at once.",
             ),
             (
                 "moves",
-                moves_svg(info, &runs),
-                moves_png(info, &runs),
-                "Cumulative shedding moves over time, per strategy.",
+                chart::moves_svg(info, &runs)?,
+                chart::moves_png(info, &runs)?,
+                "Cumulative shedding moves over time, one line per strategy, labelled with its total.",
             ),
         ] {
             let name = format!("{stem}-{kind}");
