@@ -698,7 +698,10 @@ fn the_lookup_bench_runs() {
             .unwrap_or_else(|| panic!("no {row} row:\n{text}"));
         line.split_whitespace().last().unwrap().parse().unwrap()
     };
-    assert_eq!(writes("HTTP, owned"), 0.0, "{text}");
+    // An owned lookup answered over HTTP writes nothing; the idle cluster's own report and flush writes land in
+    // whichever phase is running (the table says so), so a phase of 12 lookups may show one of them (0.08).
+    // A lookup that wrote would show at least 1.
+    assert!(writes("HTTP, owned") < 0.5, "{text}");
     assert!(writes("requests, owned") >= 1.0, "{text}");
     assert!(writes("HTTP, unowned") >= 2.0, "{text}");
 }
