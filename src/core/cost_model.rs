@@ -152,6 +152,18 @@ pub fn complete(
     })
 }
 
+/// A broker's idle usage: its own where seen, else the cluster's median (see [`complete`]), never above what it
+/// uses now (`current`, its weighted percentages).
+pub fn idle_usage(
+    own: [Option<f64>; RESOURCES],
+    capacity: &Vector,
+    prior: &[Option<f64>; RESOURCES],
+    current: &Vector,
+) -> Vector {
+    let idle = complete(own, capacity, prior);
+    std::array::from_fn(|r| idle[r].min(current[r]))
+}
+
 /// The median of `v` (sorted in place), `None` when empty.
 pub fn median(v: &mut [f64]) -> Option<f64> {
     if v.is_empty() {

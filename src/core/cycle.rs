@@ -143,15 +143,19 @@ fn cycle(
             .saturating_mul(60_000),
     );
     let load: &LoadData = load;
-    let outcome = strategies.shedder.find_bundles(&SheddingContext {
-        load,
-        settings,
-        policies,
-        now,
-    });
+    // One placement context for the pass: the strategy's own filter checks and the cycle's share its caches.
+    let ctx = PlacementContext::new(load, settings, policies).with_now(now);
+    let outcome = strategies.shedder.find_bundles_with_placement(
+        &SheddingContext {
+            load,
+            settings,
+            policies,
+            now,
+        },
+        &ctx,
+    );
     plan.skipped.extend(outcome.skipped);
     plan.prediction = outcome.prediction;
-    let ctx = PlacementContext::new(load, settings, policies).with_now(now);
     let transfer_shedder = strategies.shedder.kind() == ShedderKind::TransferShedder;
     // A bundle proposed twice is planned once, at its first proposal (the checks before the duplicate check
     // depend on the bundle alone, so "first proposal" and "first proposal passing them" coincide).

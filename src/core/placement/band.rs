@@ -50,10 +50,7 @@ fn model(ctx: &PlacementContext<'_>) -> Model {
         .iter()
         .enumerate()
         .map(|(i, b)| {
-            let mut idle = cost_model::complete(idle_seen[i], &caps[i], &idle_prior);
-            for r in 0..RESOURCES {
-                idle[r] = idle[r].min(pct[i][r]);
-            }
+            let idle = cost_model::idle_usage(idle_seen[i], &caps[i], &idle_prior, &pct[i]);
             cost_model::observed_costs(&b.entry.local, &w, &idle)
         })
         .collect();

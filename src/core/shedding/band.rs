@@ -143,11 +143,7 @@ impl BandShedder {
             let cap = cost_model::capacities(&e.local);
             let raw = cost_model::weighted_percentages(&e.local, &w);
             let own_idle = self.idle.get(id).copied().unwrap_or([None; RESOURCES]);
-            let mut idle = cost_model::complete(own_idle, &cap, &idle_prior);
-            // A borrowed idle usage never exceeds what the broker uses now.
-            for r in 0..RESOURCES {
-                idle[r] = idle[r].min(raw[r]);
-            }
+            let idle = cost_model::idle_usage(own_idle, &cap, &idle_prior, &raw);
             let observed = cost_model::observed_costs(&e.local, &w, &idle);
             let x = cost_model::broker_traffic(&e.local);
             let previous = self.last_traffic.insert(id.clone(), x);
@@ -196,6 +192,15 @@ impl Shedder for BandShedder {
     }
 
     fn find_bundles(&mut self, ctx: &SheddingContext<'_>) -> SheddingOutcome {
+        let pctx = PlacementContext::new(ctx.load, ctx.settings, ctx.policies).with_now(ctx.now);
+        self.find_bundles_with_placement(ctx, &pctx)
+    }
+
+    fn find_bundles_with_placement(
+        &mut self,
+        ctx: &SheddingContext<'_>,
+        pctx: &PlacementContext<'_>,
+    ) -> SheddingOutcome {
         let s = ctx.settings;
         let spread_limit = s.loadmgr_band_shedder_spread_percentage;
         let plan_spread = s.loadmgr_band_shedder_plan_spread_percentage;
@@ -212,7 +217,6 @@ impl Shedder for BandShedder {
         );
 
         // 2. Score by the model.
-        let pctx = PlacementContext::new(ctx.load, s, ctx.policies).with_now(ctx.now);
         let excluded = &s.load_balancer_shedding_excluded_namespaces;
         let items_of = |id: &str| -> Vec<Item<'_>> {
             sheddable_bundles(ctx.load, id)
@@ -416,7 +420,7 @@ impl Shedder for BandShedder {
                     let allowed_elsewhere = cands.base.iter().any(|i| *i != src);
                     if !allowed_elsewhere
                         || filters::anti_affinity_allows_unload(
-                            &pctx,
+                            pctx,
                             item.bundle,
                             nodes[src].id,
                             &cands.base,
@@ -447,7 +451,7 @@ impl Shedder for BandShedder {
                         if let Some(g) = group {
                             if !planned_ns.contains(&(dst, ns.to_owned())) {
                                 let key =
-                                    group_key(&pctx, dst, ctx.settings.failure_domains_enabled);
+                                    group_key(pctx, dst, ctx.settings.failure_domains_enabled);
                                 if group_gain
                                     .get(&(key, g.to_owned()))
                                     .is_some_and(|other| other != ns)
@@ -533,7 +537,7 @@ impl Shedder for BandShedder {
             added_topics[b.dst] += item.topics;
             let ns = namespace_of(item.bundle);
             if let Some(g) = ctx.policies.anti_affinity_group(ns) {
-                let key = group_key(&pctx, b.dst, ctx.settings.failure_domains_enabled);
+                let key = group_key(pctx, b.dst, ctx.settings.failure_domains_enabled);
                 group_gain
                     .entry((key, g.to_owned()))
                     .or_insert_with(|| ns.to_owned());

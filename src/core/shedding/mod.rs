@@ -23,6 +23,7 @@ pub use uniform::UniformLoadShedder;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::load_data::LoadData;
+use super::placement::PlacementContext;
 use super::plan::{BrokerPrediction, Skipped, UnloadDecision};
 use super::policies::ClusterPolicies;
 use super::{is_system_service_bundle, num};
@@ -77,6 +78,17 @@ pub trait Shedder: Send + std::fmt::Debug {
 
     /// One shedding pass (Pulsar's `findBundlesForUnloading`). May update the strategy's own state.
     fn find_bundles(&mut self, ctx: &SheddingContext<'_>) -> SheddingOutcome;
+
+    /// The same pass given the cycle's placement context (built once per cycle over the same load data,
+    /// settings and policies): strategies that consult the placement filters use it instead of building their
+    /// own. The default ignores it.
+    fn find_bundles_with_placement(
+        &mut self,
+        ctx: &SheddingContext<'_>,
+        _placement: &PlacementContext<'_>,
+    ) -> SheddingOutcome {
+        self.find_bundles(ctx)
+    }
 
     /// The set of live brokers changed: forget state about brokers no longer present.
     fn on_active_brokers_change(&mut self, _active: &BTreeSet<String>) {}

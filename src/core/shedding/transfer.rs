@@ -239,6 +239,38 @@ impl Shedder for TransferShedder {
     }
 
     fn find_bundles(&mut self, ctx: &SheddingContext<'_>) -> SheddingOutcome {
+        self.find(ctx, None)
+    }
+
+    fn find_bundles_with_placement(
+        &mut self,
+        ctx: &SheddingContext<'_>,
+        placement: &PlacementContext<'_>,
+    ) -> SheddingOutcome {
+        self.find(ctx, Some(placement))
+    }
+
+    /// Pulsar records a source broker when an unload of it completes; the cycle reports the unloads it kept.
+    fn on_unloads_planned(&mut self, unloads: &[UnloadDecision], now: i64) {
+        for u in unloads {
+            self.recently_unloaded_brokers.insert(u.source.clone(), now);
+        }
+    }
+
+    fn on_active_brokers_change(&mut self, active: &BTreeSet<String>) {
+        self.recently_unloaded_brokers
+            .retain(|b, _| active.contains(b));
+    }
+}
+
+impl TransferShedder {
+    /// One pass; the placement context is built here (only once the hit count lets the pass act) unless the
+    /// cycle gave its own.
+    fn find(
+        &mut self,
+        ctx: &SheddingContext<'_>,
+        placement: Option<&PlacementContext<'_>>,
+    ) -> SheddingOutcome {
         let s = ctx.settings;
         let mut out = SheddingOutcome::default();
         let skip = |out: &mut SheddingOutcome, why: String| {
@@ -334,7 +366,14 @@ impl Shedder for TransferShedder {
             return out;
         }
 
-        let pctx = PlacementContext::new(ctx.load, s, ctx.policies).with_now(ctx.now);
+        let own;
+        let pctx = match placement {
+            Some(p) => p,
+            None => {
+                own = PlacementContext::new(ctx.load, s, ctx.policies).with_now(ctx.now);
+                &own
+            }
+        };
         let transfer = s.load_balancer_transfer_enabled;
         let max_per_cycle = s.load_balancer_max_number_of_broker_shedding_per_cycle;
         let (mut empty_data, mut few_bundles) = (0, 0);
@@ -412,7 +451,7 @@ impl Shedder for TransferShedder {
                 if ctx.load.is_recently_unloaded(bundle) {
                     continue;
                 }
-                if !Self::transferable(ctx, &pctx, bundle, &max_b, &min_b) {
+                if !Self::transferable(ctx, pctx, bundle, &max_b, &min_b) {
                     out.skipped.push(Skipped::new(bundle.clone(), format!("no unload: {head}; {min_b} is not an eligible destination or the bundle has placement policies")));
                     continue;
                 }
@@ -431,7 +470,7 @@ impl Shedder for TransferShedder {
                         let mut max_new = max_tp - marked + gained - btp;
                         let mut min_new = min_tp + marked - gained + btp;
                         for (mb, ms) in min_iter.by_ref() {
-                            if !Self::transferable(ctx, &pctx, mb, &min_b, &max_b) {
+                            if !Self::transferable(ctx, pctx, mb, &min_b, &max_b) {
                                 continue;
                             }
                             let mtp = ms.total_msg_throughput();
@@ -503,18 +542,6 @@ impl Shedder for TransferShedder {
             self.hit_count = 0;
         }
         out
-    }
-
-    /// Pulsar records a source broker when an unload of it completes; the cycle reports the unloads it kept.
-    fn on_unloads_planned(&mut self, unloads: &[UnloadDecision], now: i64) {
-        for u in unloads {
-            self.recently_unloaded_brokers.insert(u.source.clone(), now);
-        }
-    }
-
-    fn on_active_brokers_change(&mut self, active: &BTreeSet<String>) {
-        self.recently_unloaded_brokers
-            .retain(|b, _| active.contains(b));
     }
 }
 

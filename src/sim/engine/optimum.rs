@@ -18,7 +18,10 @@ impl Sim<'_> {
         let up: Vec<usize> = (0..self.brokers.len())
             .filter(|b| self.brokers[*b].up)
             .collect();
-        let slot = |b: usize| up.iter().position(|u| *u == b);
+        let mut slot_of = vec![None; self.brokers.len()];
+        for (k, b) in up.iter().enumerate() {
+            slot_of[*b] = Some(k);
+        }
         let w = &self.weights4;
         let model = &self.world.model;
         let brokers = up
@@ -45,7 +48,7 @@ impl Sim<'_> {
             .filter(|b| b.live)
             .filter_map(|b| {
                 let Owner::On(o) = b.owner else { return None };
-                let owner = slot(o)?;
+                let owner = slot_of[o]?;
                 let r = b.rates.scaled(self.wave(b.ns, t)).clamped();
                 Some(BundleLoad {
                     owner,

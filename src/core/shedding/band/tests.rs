@@ -87,6 +87,16 @@ fn bundles(prefix: &str, n: usize, rate: f64) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// b1 at 80 points (8 bundles of 1000 msg/s), b2 empty; with b1's bundles.
+fn hot_and_empty() -> (Vec<(String, f64)>, LoadData) {
+    let a = bundles("t/a", 8, 1000.0);
+    let ld = cluster(&[
+        ("b1:8080", 1.0, refs(&a), 0.0),
+        ("b2:8080", 1.0, vec![], 0.0),
+    ]);
+    (a, ld)
+}
+
 fn refs(v: &[(String, f64)]) -> Vec<(&str, f64)> {
     v.iter().map(|(b, r)| (b.as_str(), *r)).collect()
 }
@@ -114,11 +124,7 @@ fn a_balanced_cluster_is_left_alone() {
 #[test]
 fn an_empty_broker_is_filled_at_once_and_the_plan_predicts_the_result() {
     // b1 at 80 points (8 × 1000 msg/s), b2 empty: one cycle, four moves of 10 points each → 40 / 40.
-    let a = bundles("t/a", 8, 1000.0);
-    let mut ld = cluster(&[
-        ("b1:8080", 1.0, refs(&a), 0.0),
-        ("b2:8080", 1.0, vec![], 0.0),
-    ]);
+    let (_, mut ld) = hot_and_empty();
     let s = settings();
     let mut st = Strategies::from_settings(&s);
     // A new leader learns for one cycle: no cost is known yet.
@@ -202,11 +208,7 @@ fn heterogeneous_brokers_are_balanced_by_usage_not_by_rate() {
 
 #[test]
 fn the_move_budget_caps_a_plan() {
-    let a = bundles("t/a", 8, 1000.0);
-    let mut ld = cluster(&[
-        ("b1:8080", 1.0, refs(&a), 0.0),
-        ("b2:8080", 1.0, vec![], 0.0),
-    ]);
+    let (_, mut ld) = hot_and_empty();
     let mut s = settings();
     s.loadmgr_band_shedder_max_moves_per_cycle = 2;
     let mut st = Strategies::from_settings(&s);
@@ -225,11 +227,7 @@ fn the_move_budget_caps_a_plan() {
 fn a_bundle_is_not_planned_back_onto_the_broker_it_left() {
     // First plan: b1 (80) → b2 (0). Then traffic shifts so that b2 is hot: the bundles it received must not go
     // back to b1 within the no-return window, though b1 is the coolest.
-    let a = bundles("t/a", 8, 1000.0);
-    let mut ld = cluster(&[
-        ("b1:8080", 1.0, refs(&a), 0.0),
-        ("b2:8080", 1.0, vec![], 0.0),
-    ]);
+    let (a, mut ld) = hot_and_empty();
     let s = settings();
     let mut st = Strategies::from_settings(&s);
     cycle(&mut ld, &s, &mut st);
