@@ -20,6 +20,9 @@ pub enum BenchCommand {
     Store(StoreBench),
     /// Topic lookups through the web service and through /loadmgr/requests nodes: latency and store writes.
     Lookups(super::bench_lookups::LookupBench),
+    /// N broker agents × M bundles on a real store: registration, cold start, steady state, flush, shedding,
+    /// failover and full restart, through the runtime code `loadmgr broker` runs.
+    Cluster(super::bench_cluster::ClusterBench),
 }
 
 /// `loadmgr bench store` flags.
@@ -58,6 +61,7 @@ pub fn run(command: BenchCommand) -> CliResult {
             super::block_on(async move { store_bench(b).await.map_err(CliError::new) })
         }
         BenchCommand::Lookups(b) => super::bench_lookups::run(b),
+        BenchCommand::Cluster(b) => super::bench_cluster::run(b),
     }
 }
 

@@ -4,6 +4,7 @@ pub mod access;
 pub mod admin;
 pub mod admin_rest;
 pub mod bench;
+pub mod bench_cluster;
 pub mod bench_lookups;
 pub mod broker;
 pub mod bundles;

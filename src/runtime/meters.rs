@@ -87,6 +87,78 @@ pub struct Meters {
     pub store_latency: Family<OperationLabels, Histogram>,
     /// Times the store session was declared lost.
     pub session_losses: Counter,
+    /// Bytes of the values this agent put (single puts and batches), the store's payload.
+    pub store_bytes_written: Counter,
+    /// Notifications delivered to this agent's watches.
+    pub watch_events: Counter,
+    /// The latest individual figures, for `loadmgr bench cluster` (histograms above are too coarse for
+    /// percentiles); not exported.
+    pub recent: Arc<Recent>,
+}
+
+/// How many of the latest samples [`Recent`] keeps per kind.
+pub const RECENT_SAMPLES: usize = 100_000;
+
+/// One flush as the leader executed it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FlushSample {
+    /// Nodes written or deleted (the status node not counted).
+    pub nodes: usize,
+    /// Bytes of the values written.
+    pub bytes: usize,
+    /// From the start of the batch to its outcome; zero when nothing was written.
+    pub duration: Duration,
+    /// Whether the store was called at all.
+    pub wrote: bool,
+}
+
+/// One shedding tick: the decision and starting its moves.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SheddingSample {
+    /// From the tick to the last move's record written.
+    pub duration: Duration,
+    /// Moves started in the tick.
+    pub moves: u64,
+}
+
+/// The latest individual samples of what the leader did, bounded to [`RECENT_SAMPLES`] each.
+#[derive(Debug, Default)]
+pub struct Recent {
+    /// From a report's `lastUpdate` to the leader having aggregated it, ms.
+    pub report_lags_ms: std::sync::Mutex<std::collections::VecDeque<i64>>,
+    /// Flushes.
+    pub flushes: std::sync::Mutex<Vec<FlushSample>>,
+    /// Shedding ticks.
+    pub shedding: std::sync::Mutex<Vec<SheddingSample>>,
+}
+
+impl Recent {
+    /// Notes one report's aggregation lag.
+    pub fn report_lag(&self, ms: i64) {
+        let mut q = self.report_lags_ms.lock().unwrap();
+        if q.len() == RECENT_SAMPLES {
+            q.pop_front();
+        }
+        q.push_back(ms);
+    }
+
+    fn push<T>(list: &std::sync::Mutex<Vec<T>>, value: T) {
+        let mut l = list.lock().unwrap();
+        if l.len() == RECENT_SAMPLES {
+            l.remove(0);
+        }
+        l.push(value);
+    }
+
+    /// Notes one flush.
+    pub fn flush(&self, sample: FlushSample) {
+        Self::push(&self.flushes, sample);
+    }
+
+    /// Notes one shedding tick.
+    pub fn shedding(&self, sample: SheddingSample) {
+        Self::push(&self.shedding, sample);
+    }
 }
 
 impl Default for Meters {
@@ -109,6 +181,9 @@ impl Default for Meters {
             store_errors: Family::default(),
             store_latency: histogram_family(),
             session_losses: Counter::default(),
+            store_bytes_written: Counter::default(),
+            watch_events: Counter::default(),
+            recent: Arc::default(),
         }
     }
 }
@@ -194,6 +269,7 @@ impl MetadataStore for MeteredStore {
         let t = Instant::now();
         let r = self.inner.put(path, value, expected_version, options).await;
         self.meters.store_call("put", t, &r);
+        self.meters.store_bytes_written.inc_by(value.len() as u64);
         r
     }
 
@@ -206,6 +282,14 @@ impl MetadataStore for MeteredStore {
 
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
         let t = Instant::now();
+        let bytes: usize = ops
+            .iter()
+            .map(|op| match op {
+                Op::Put { value, .. } => value.len(),
+                _ => 0,
+            })
+            .sum();
+        self.meters.store_bytes_written.inc_by(bytes as u64);
         let r = self.inner.batch(ops).await;
         self.meters.store_call("batch", t, &r);
         r
@@ -215,7 +299,19 @@ impl MetadataStore for MeteredStore {
         let t = Instant::now();
         let r = self.inner.watch(prefix).await;
         self.meters.store_call("watch", t, &r);
-        r
+        let mut inner = r?;
+        // Counted on the way through: a task per watch forwards what the store delivers.
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let counter = self.meters.watch_events.clone();
+        tokio::spawn(async move {
+            while let Some(n) = inner.next().await {
+                counter.inc();
+                if tx.send(n).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(NotificationStream::new(rx))
     }
 
     fn session_events(&self) -> SessionEventStream {

@@ -13,6 +13,7 @@ use crate::model::records::{
     AdminRequest, AssignmentCause, AssignmentState, BundleAssignment, RequestOp, RequestResponse,
 };
 use crate::paths;
+use crate::runtime::meters::FlushSample;
 use crate::store::{CreateOptions, Error, MetadataStoreExt, Op, OpResult, CREATE_ONLY};
 
 use super::{Executor, OpenRequest, SplitPointsAnswer, Step, Stop};
@@ -163,16 +164,40 @@ impl Executor {
                         Op::put(node_path(node), bytes)
                     })
                     .collect();
+                let nodes = ops.len();
+                let bytes: usize = ops
+                    .iter()
+                    .map(|op| match op {
+                        Op::Put { value, .. } => value.len(),
+                        _ => 0,
+                    })
+                    .sum();
+                if ops.is_empty() {
+                    // Nothing changed: the flush writes nothing (the status follows with the next change).
+                    self.sh.meters.recent.flush(FlushSample {
+                        nodes: 0,
+                        bytes: 0,
+                        duration: std::time::Duration::ZERO,
+                        wrote: false,
+                    });
+                    return Ok(Some(Event::Done {
+                        ticket,
+                        outcome: Outcome::Written(Vec::new()),
+                    }));
+                }
                 ops.push(Op::put(paths::LEADER_STATUS, to_json_vec(&status)));
-                let nodes = ops.len() as u64;
                 let started = tokio::time::Instant::now();
                 let outcome = self.batch(ops, false).await?;
-                self.sh
-                    .meters
-                    .flush_duration
-                    .observe(started.elapsed().as_secs_f64());
+                let took = started.elapsed();
+                self.sh.meters.flush_duration.observe(took.as_secs_f64());
                 if let Outcome::Written(_) = outcome {
-                    self.sh.meters.flush_nodes.inc_by(nodes);
+                    self.sh.meters.flush_nodes.inc_by(nodes as u64);
+                    self.sh.meters.recent.flush(FlushSample {
+                        nodes,
+                        bytes,
+                        duration: took,
+                        wrote: true,
+                    });
                 }
                 Ok(Some(Event::Done { ticket, outcome }))
             }

@@ -52,19 +52,23 @@ impl Executor {
                             .malformed_reports
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
-                    Ok(r) => {
+                    Ok(_) => {
                         self.sh.meters.reports_applied.inc();
-                        if r.last_update > 0 {
-                            let lag_ms = (self.sh.now_ms() - r.last_update).max(0);
-                            self.sh.meters.report_lag.observe(lag_ms as f64 / 1000.0);
-                        }
                     }
                 }
+                let written_ms = report.as_ref().map_or(0, |r| r.last_update);
                 self.step(Event::Report {
                     broker: id.to_owned(),
                     report,
                 })
-                .await
+                .await?;
+                // The lag runs to the report being aggregated, not merely read.
+                if written_ms > 0 {
+                    let lag_ms = (self.sh.now_ms() - written_ms).max(0);
+                    self.sh.meters.report_lag.observe(lag_ms as f64 / 1000.0);
+                    self.sh.meters.recent.report_lag(lag_ms);
+                }
+                Ok(())
             }
             Ok(None) => self.broker_gone(id).await,
             Err(e) => self.soft(e, &format!("reading {path}")),

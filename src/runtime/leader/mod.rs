@@ -268,9 +268,14 @@ impl Executor {
                     self.step(Event::Tick(Tick::SplitCheck)).await
                 }
                 _ = shed.tick() => {
+                    let shedding = crate::runtime::meters::CauseLabels { cause: "shedding".into() };
+                    let before = self.sh.meters.moves_started.get_or_create(&shedding).get();
                     let started = tokio::time::Instant::now();
                     let r = self.step(Event::Tick(Tick::Shedding)).await;
-                    self.sh.meters.shedding_cycle.observe(started.elapsed().as_secs_f64());
+                    let took = started.elapsed();
+                    self.sh.meters.shedding_cycle.observe(took.as_secs_f64());
+                    let moves = self.sh.meters.moves_started.get_or_create(&shedding).get() - before;
+                    self.sh.meters.recent.shedding(crate::runtime::meters::SheddingSample { duration: took, moves });
                     r
                 }
             };

@@ -1,0 +1,1055 @@
+//! The phases of `loadmgr bench cluster` (see the module docs of [`super`]) and the figures they give.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::stream::{self, StreamExt};
+use serde_json::json;
+use tokio::sync::{oneshot, Notify, Semaphore};
+use tokio::time::Instant;
+
+use super::host::{BenchHost, Traffic};
+use super::procfs;
+use super::ClusterBench;
+use crate::bundle::{BundleName, NamespaceName};
+use crate::config::Settings;
+use crate::core::leader::Request;
+use crate::paths;
+use crate::runtime::identity::BrokerIdentity;
+use crate::runtime::meters::{Meters, OperationLabels};
+use crate::runtime::shared::AgentShared;
+use crate::runtime::{admin, AgentOptions, BrokerAgent};
+use crate::store::{self, CreateOptions, DynStore, MetadataStoreExt, Op, StoreOptions};
+
+/// Median, minimum and maximum of some samples.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn of(values: &[f64]) -> Spread {
+        if values.is_empty() {
+            return Spread::default();
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        Spread {
+            median: percentile(&v, 0.5),
+            min: v[0],
+            max: v[v.len() - 1],
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!({"median": self.median, "min": self.min, "max": self.max})
+    }
+}
+
+/// The `p` quantile of sorted values (nearest rank).
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Everything the run measured.
+#[derive(Debug, Default)]
+pub(super) struct Figures {
+    store: String,
+    brokers: usize,
+    bundles: u64,
+    namespaces: u64,
+    session_timeout_ms: u64,
+    registration_s: f64,
+    cold_start_s: f64,
+    lookups_per_s: f64,
+    lookup_p50_ms: f64,
+    lookup_p99_ms: f64,
+    lookup_retries: u64,
+    writes_per_lookup: f64,
+    bytes_per_lookup: f64,
+    steady_s: f64,
+    report_writes_per_s: f64,
+    lag_p50_ms: f64,
+    lag_p99_ms: f64,
+    lag_samples: usize,
+    leader_cpu_percent: f64,
+    process_cpu_percent: f64,
+    rss_mib: f64,
+    peak_rss_mib: f64,
+    reads_per_s: f64,
+    writes_per_s: f64,
+    watch_events_per_s: f64,
+    flush_ms: Spread,
+    raw_ms: Spread,
+    flush_nodes: usize,
+    flush_bytes: usize,
+    flush_over_raw: Spread,
+    no_change_flush_nodes: Option<usize>,
+    no_change_flush_wrote: Option<bool>,
+    shedding_ms: Option<f64>,
+    shedding_moves: Option<u64>,
+    shedding_ticks: usize,
+    failover: Option<Failover>,
+    restart_s: Option<f64>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Failover {
+    elected_s: f64,
+    loaded_s: f64,
+    first_decision_s: f64,
+    recovered_s: f64,
+    orphaned: usize,
+}
+
+impl Figures {
+    pub(super) fn to_json(&self) -> serde_json::Value {
+        json!({
+            "store": self.store,
+            "brokers": self.brokers,
+            "bundles": self.bundles,
+            "namespaces": self.namespaces,
+            "sessionTimeoutMs": self.session_timeout_ms,
+            "registrationSeconds": self.registration_s,
+            "coldStart": {
+                "seconds": self.cold_start_s,
+                "lookupsPerSecond": self.lookups_per_s,
+                "p50Ms": self.lookup_p50_ms,
+                "p99Ms": self.lookup_p99_ms,
+                "retries": self.lookup_retries,
+                "writesPerLookup": self.writes_per_lookup,
+                "bytesPerLookup": self.bytes_per_lookup,
+            },
+            "steady": {
+                "seconds": self.steady_s,
+                "reportWritesPerSecond": self.report_writes_per_s,
+                "lagP50Ms": self.lag_p50_ms,
+                "lagP99Ms": self.lag_p99_ms,
+                "lagSamples": self.lag_samples,
+                "leaderCpuPercent": self.leader_cpu_percent,
+                "processCpuPercent": self.process_cpu_percent,
+                "processRssMiB": self.rss_mib,
+                "processPeakRssMiB": self.peak_rss_mib,
+                "readsPerSecond": self.reads_per_s,
+                "writesPerSecond": self.writes_per_s,
+                "watchEventsPerSecond": self.watch_events_per_s,
+            },
+            "flush": {
+                "nodes": self.flush_nodes,
+                "bytes": self.flush_bytes,
+                "flushMs": self.flush_ms.json(),
+                "rawBatchMs": self.raw_ms.json(),
+                "flushOverRaw": self.flush_over_raw.json(),
+                "noChangeNodes": self.no_change_flush_nodes,
+                "noChangeWroteToStore": self.no_change_flush_wrote,
+            },
+            "shedding": {
+                "longestTickMs": self.shedding_ms,
+                "movesInThatTick": self.shedding_moves,
+                "ticks": self.shedding_ticks,
+            },
+            "failover": self.failover.map(|f| json!({
+                "electedSeconds": f.elected_s,
+                "loadedSeconds": f.loaded_s,
+                "firstDecisionSeconds": f.first_decision_s,
+                "recoveredSeconds": f.recovered_s,
+                "orphanedBundles": f.orphaned,
+            })),
+            "fullRestartSeconds": self.restart_s,
+        })
+    }
+
+    pub(super) fn table(&self) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "cluster on {} — {} brokers, {} bundles in {} namespaces, session timeout {} ms",
+            self.store, self.brokers, self.bundles, self.namespaces, self.session_timeout_ms
+        );
+        let mut row = |name: &str, value: String| {
+            let _ = writeln!(t, "  {name:<38} {value}");
+        };
+        row("registration", format!("{:.2} s", self.registration_s));
+        row(
+            "cold start: all owned",
+            format!(
+                "{:.2} s ({:.0} lookups/s, p50 {:.0} ms, p99 {:.0} ms, {} retries)",
+                self.cold_start_s,
+                self.lookups_per_s,
+                self.lookup_p50_ms,
+                self.lookup_p99_ms,
+                self.lookup_retries
+            ),
+        );
+        row(
+            "cold start: store per lookup",
+            format!(
+                "{:.2} transactions, {:.0} bytes",
+                self.writes_per_lookup, self.bytes_per_lookup
+            ),
+        );
+        row(
+            "steady: report writes",
+            format!(
+                "{:.1}/s over {:.0} s",
+                self.report_writes_per_s, self.steady_s
+            ),
+        );
+        row(
+            "steady: aggregation lag",
+            format!(
+                "p50 {:.1} ms, p99 {:.1} ms ({} reports)",
+                self.lag_p50_ms, self.lag_p99_ms, self.lag_samples
+            ),
+        );
+        row(
+            "steady: CPU",
+            format!(
+                "leader thread {:.1} %, whole process {:.1} % of one core",
+                self.leader_cpu_percent, self.process_cpu_percent
+            ),
+        );
+        row(
+            "steady: resident memory (all agents)",
+            format!(
+                "{:.0} MiB (peak {:.0} MiB)",
+                self.rss_mib, self.peak_rss_mib
+            ),
+        );
+        row(
+            "steady: store traffic",
+            format!(
+                "{:.0} reads/s, {:.0} writes/s, {:.0} watch events/s",
+                self.reads_per_s, self.writes_per_s, self.watch_events_per_s
+            ),
+        );
+        row(
+            "flush (after a traffic change)",
+            format!(
+                "{} nodes, {} KiB: {:.1} ms (min {:.1}, max {:.1})",
+                self.flush_nodes,
+                self.flush_bytes / 1024,
+                self.flush_ms.median,
+                self.flush_ms.min,
+                self.flush_ms.max
+            ),
+        );
+        row(
+            "raw batched write of as many nodes",
+            format!(
+                "{:.1} ms (min {:.1}, max {:.1}); flush/raw {:.2} (min {:.2}, max {:.2})",
+                self.raw_ms.median,
+                self.raw_ms.min,
+                self.raw_ms.max,
+                self.flush_over_raw.median,
+                self.flush_over_raw.min,
+                self.flush_over_raw.max
+            ),
+        );
+        row(
+            "flush after no change",
+            match (self.no_change_flush_nodes, self.no_change_flush_wrote) {
+                (Some(n), Some(wrote)) => format!(
+                    "{n} nodes written, store {}",
+                    if wrote { "called" } else { "not called" }
+                ),
+                _ => "not observed".into(),
+            },
+        );
+        row(
+            "shedding: longest live tick",
+            match (self.shedding_ms, self.shedding_moves) {
+                (Some(d), Some(m)) => {
+                    format!(
+                        "{d:.1} ms, {m} moves started ({} ticks seen)",
+                        self.shedding_ticks
+                    )
+                }
+                _ => "no tick seen".into(),
+            },
+        );
+        match self.failover {
+            Some(f) => row(
+                "failover (crash → …)",
+                format!(
+                    "elected {:.2} s, loaded {:.2} s, first decision {:.2} s, {} orphans owned {:.2} s",
+                    f.elected_s, f.loaded_s, f.first_decision_s, f.orphaned, f.recovered_s
+                ),
+            ),
+            None => row("failover", "skipped".into()),
+        }
+        row(
+            "full restart: all owned again",
+            self.restart_s
+                .map_or("skipped".into(), |s| format!("{s:.2} s")),
+        );
+        t
+    }
+}
+
+/// Which bundles have an ownership node, from one watch of the bench's namespaces; lookups wait on it.
+#[derive(Default)]
+struct Owners {
+    state: Mutex<OwnersState>,
+    changed: Notify,
+}
+
+#[derive(Default)]
+struct OwnersState {
+    owned: HashSet<String>,
+    waiters: HashMap<String, Vec<oneshot::Sender<()>>>,
+}
+
+impl Owners {
+    fn count(&self) -> usize {
+        self.state.lock().unwrap().owned.len()
+    }
+
+    fn is_owned(&self, bundle: &str) -> bool {
+        self.state.lock().unwrap().owned.contains(bundle)
+    }
+
+    /// Resolves once `bundle` is owned (at once if it is).
+    fn when_owned(&self, bundle: &str) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        let mut s = self.state.lock().unwrap();
+        if s.owned.contains(bundle) {
+            let _ = tx.send(());
+        } else {
+            s.waiters.entry(bundle.to_owned()).or_default().push(tx);
+        }
+        rx
+    }
+
+    fn apply(&self, kind: store::NotificationType, bundle: String) {
+        let mut s = self.state.lock().unwrap();
+        match kind {
+            store::NotificationType::Created | store::NotificationType::Modified => {
+                if let Some(waiters) = s.waiters.remove(&bundle) {
+                    for w in waiters {
+                        let _ = w.send(());
+                    }
+                }
+                s.owned.insert(bundle);
+            }
+            store::NotificationType::Deleted => {
+                s.owned.remove(&bundle);
+            }
+            store::NotificationType::ChildrenChanged => return,
+        }
+        drop(s);
+        self.changed.notify_waiters();
+    }
+
+    /// Waits until `done(count)` holds, or `limit` passes.
+    async fn wait_count(
+        &self,
+        done: impl Fn(usize) -> bool,
+        limit: Duration,
+        what: &str,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let notified = self.changed.notified();
+            if done(self.count()) {
+                return Ok(());
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Err(format!(
+                    "{what}: gave up after {limit:?} with {} bundles owned",
+                    self.count()
+                ));
+            }
+        }
+    }
+}
+
+/// One agent of the fleet and the raw store session it runs on (closed on a hard stop).
+struct Member {
+    agent: BrokerAgent,
+    store: DynStore,
+}
+
+/// The first agent, alone on a thread with its own runtime: its CPU time can be read, and stopping that runtime
+/// is a crash (the connection drops; the session lives until the server expires it).
+struct LeaderThread {
+    shared: Arc<AgentShared>,
+    tid: u32,
+    crash: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LeaderThread {
+    async fn start(
+        url: String,
+        options: StoreOptions,
+        settings: Settings,
+        traffic: Arc<Traffic>,
+    ) -> Result<LeaderThread, String> {
+        let (ready_tx, ready_rx) = oneshot::channel::<Result<(Arc<AgentShared>, u32), String>>();
+        let (crash_tx, crash_rx) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("bench-leader".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(format!("runtime: {e}")));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    let started = async {
+                        let store = store::connect(&url, options)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        let agent = start_agent(store, &settings, traffic).await?;
+                        Ok::<_, String>(agent)
+                    }
+                    .await;
+                    match started {
+                        Ok(agent) => {
+                            let tid = procfs::current_tid().unwrap_or(0);
+                            let _ = ready_tx.send(Ok((agent.shared(), tid)));
+                            let _ = crash_rx.await;
+                            // A crash: nothing of the agent runs again, nothing is released or closed.
+                            std::mem::forget(agent);
+                        }
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                        }
+                    }
+                });
+                rt.shutdown_background();
+            })
+            .map_err(|e| format!("cannot start the leader's thread: {e}"))?;
+        let (shared, tid) = ready_rx
+            .await
+            .map_err(|_| "the leader's thread ended".to_owned())??;
+        Ok(LeaderThread {
+            shared,
+            tid,
+            crash: Some(crash_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread dead (see the type's docs).
+    fn crash(&mut self) {
+        if let Some(c) = self.crash.take() {
+            let _ = c.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for LeaderThread {
+    fn drop(&mut self) {
+        self.crash();
+    }
+}
+
+fn settings_for(b: &ClusterBench, index: usize) -> Settings {
+    let mut s = Settings::default();
+    s.bind_address = "127.0.0.1".into();
+    s.advertised_address = Some("127.0.0.1".into());
+    s.cluster_name = Some("bench".into());
+    // Identities only: nothing listens on these ports.
+    s.web_service_port = Some(20_000 + index as i32);
+    s.metadata_store_session_timeout_millis = b.session_timeout_ms as i64;
+    s.loadmgr_report_update_max_interval_millis = b.report_interval_ms;
+    s.loadmgr_resource_quota_update_interval_millis = b.flush_interval_ms;
+    s.loadmgr_shedding_interval_millis = b.shedding_interval_ms;
+    s.load_balancer_auto_bundle_split_enabled = false;
+    s.load_balancer_shedding_enabled = true;
+    s
+}
+
+async fn start_agent(
+    store: DynStore,
+    settings: &Settings,
+    traffic: Arc<Traffic>,
+) -> Result<BrokerAgent, String> {
+    let identity = BrokerIdentity::from_settings(settings).map_err(|e| e.to_string())?;
+    let host = Arc::new(BenchHost::new(traffic));
+    BrokerAgent::start(
+        store,
+        settings.clone(),
+        identity,
+        host,
+        AgentOptions::default(),
+    )
+    .await
+    .map_err(|e| e.to_string())
+}
+
+/// The agents of brokers `indexes`, `concurrency` starting at once.
+async fn start_members(
+    b: &ClusterBench,
+    options: &StoreOptions,
+    traffic: &Arc<Traffic>,
+    indexes: std::ops::Range<usize>,
+) -> Result<Vec<Member>, String> {
+    let started: Vec<Result<Member, String>> = stream::iter(indexes)
+        .map(|i| {
+            let settings = settings_for(b, i);
+            let options = options.clone();
+            let traffic = traffic.clone();
+            let url = b.store.clone();
+            async move {
+                let store = store::connect(&url, options)
+                    .await
+                    .map_err(|e| format!("broker {i}: {e}"))?;
+                let agent = start_agent(store.clone(), &settings, traffic)
+                    .await
+                    .map_err(|e| format!("broker {i}: {e}"))?;
+                Ok(Member { agent, store })
+            }
+        })
+        .buffer_unordered(b.start_concurrency)
+        .collect()
+        .await;
+    started.into_iter().collect()
+}
+
+/// Stops members dead: tasks aborted, sessions closed (their ephemerals go at once).
+async fn stop_members(members: Vec<Member>) {
+    stream::iter(members)
+        .for_each_concurrent(64, |m| async move {
+            drop(m.agent);
+            let _ = m.store.close().await;
+        })
+        .await;
+}
+
+/// The server's transaction counter: the modification revision of a probe write (itself one transaction).
+async fn revision(store: &DynStore, probe: &str) -> Result<i64, String> {
+    store
+        .put(probe, b"probe", None, CreateOptions::PERSISTENT)
+        .await
+        .map(|s| s.modification_revision)
+        .map_err(|e| format!("probe write: {e}"))
+}
+
+/// Store traffic of a set of agents, summed.
+#[derive(Debug, Default, Clone, Copy)]
+struct Traffic3 {
+    reads: u64,
+    writes: u64,
+    events: u64,
+    bytes: u64,
+    reports: u64,
+}
+
+fn traffic_of(meters: &[&Meters], reports: u64) -> Traffic3 {
+    let op = |m: &Meters, name: &str| {
+        m.store_operations
+            .get_or_create(&OperationLabels {
+                operation: name.to_owned(),
+            })
+            .get()
+    };
+    let mut t = Traffic3 {
+        reports,
+        ..Traffic3::default()
+    };
+    for m in meters {
+        t.reads += op(m, "get") + op(m, "children") + op(m, "exists");
+        t.writes += op(m, "put") + op(m, "delete") + op(m, "batch");
+        t.events += m.watch_events.get();
+        t.bytes += m.store_bytes_written.get();
+    }
+    t
+}
+
+/// Runs every phase.
+pub(super) async fn run(b: ClusterBench) -> Result<Figures, String> {
+    let options =
+        StoreOptions::default().with_session_timeout(Duration::from_millis(b.session_timeout_ms));
+    let observer = store::connect(&b.store, options.clone())
+        .await
+        .map_err(|e| format!("{}: {e}", b.store))?;
+    let pid = std::process::id();
+    let tenant = format!("bench-{pid}");
+    let probe = format!("/loadmgr-bench-{pid}");
+    let outcome = phases(&b, &options, &observer, &tenant, &probe).await;
+    // The bench's nodes go whatever happened.
+    for path in [
+        paths::policies(&tenant),
+        paths::local_policies(&tenant),
+        format!("{}/{tenant}", paths::ASSIGNMENTS),
+        format!("{}/{tenant}", paths::BUNDLE_DATA),
+        paths::ownership_namespace(&tenant),
+        probe.clone(),
+    ] {
+        let _ = observer.delete_recursive(&path).await;
+    }
+    let _ = observer.close().await;
+    outcome
+}
+
+async fn phases(
+    b: &ClusterBench,
+    options: &StoreOptions,
+    observer: &DynStore,
+    tenant: &str,
+    probe: &str,
+) -> Result<Figures, String> {
+    let mut f = Figures {
+        store: observer.address(),
+        brokers: b.brokers,
+        bundles: b.bundles,
+        namespaces: b.namespace_count(),
+        session_timeout_ms: b.session_timeout_ms,
+        ..Figures::default()
+    };
+    let limit = b.phase_timeout();
+
+    // The namespaces, and the bundles they hold.
+    let k = f.namespaces;
+    let per = b.bundles / k;
+    let extra = b.bundles % k;
+    let created: Vec<Result<Vec<String>, String>> = stream::iter(0..k)
+        .map(|i| {
+            let name = format!("{tenant}/ns-{i}");
+            let count = per + u64::from(i < extra);
+            async move {
+                let bundles = admin::create_namespace(observer, &name, count, Some("bench"))
+                    .await
+                    .map_err(|e| format!("namespace {name}: {e}"))?;
+                let ns = NamespaceName::parse(&name).map_err(|e| e.to_string())?;
+                Ok(bundles
+                    .ranges()
+                    .map(|r| BundleName::new(ns.clone(), r).to_string())
+                    .collect())
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let mut bundles = Vec::with_capacity(b.bundles as usize);
+    for c in created {
+        bundles.extend(c?);
+    }
+
+    // Ownership, as one observer sees it.
+    let owners = Arc::new(Owners::default());
+    let mut notifications = observer
+        .watch(&paths::ownership_namespace(tenant))
+        .await
+        .map_err(|e| format!("watching ownership: {e}"))?;
+    let watcher = {
+        let owners = owners.clone();
+        tokio::spawn(async move {
+            while let Some(n) = notifications.next().await {
+                if let Some(bundle) = paths::bundle_below(paths::OWNERSHIP, &n.path) {
+                    owners.apply(n.kind, bundle.to_string());
+                }
+            }
+        })
+    };
+    let result = run_phases(
+        b, options, observer, probe, &bundles, &owners, &mut f, limit,
+    )
+    .await;
+    watcher.abort();
+    result.map(|()| f)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_phases(
+    b: &ClusterBench,
+    options: &StoreOptions,
+    observer: &DynStore,
+    probe: &str,
+    bundles: &[String],
+    owners: &Arc<Owners>,
+    f: &mut Figures,
+    limit: Duration,
+) -> Result<(), String> {
+    let traffic = Traffic::new(b.msg_rate_per_bundle);
+
+    // 1. Registration.
+    let began = Instant::now();
+    let mut leader = LeaderThread::start(
+        b.store.clone(),
+        options.clone(),
+        settings_for(b, 0),
+        traffic.clone(),
+    )
+    .await?;
+    let deadline = Instant::now() + limit;
+    while leader.shared.local_requests.lock().unwrap().is_none() {
+        if Instant::now() > deadline {
+            return Err("the first agent did not become the leader (is another loadmgr leading on this store?)".into());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let members = start_members(b, options, &traffic, 1..b.brokers).await?;
+    let applied = |sh: &AgentShared| {
+        sh.leader_status
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map_or(0, |s| s.reports_applied)
+    };
+    while applied(&leader.shared) < b.brokers as u64 {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "registration: the leader applied {} of {} reports",
+                applied(&leader.shared),
+                b.brokers
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    f.registration_s = began.elapsed().as_secs_f64();
+
+    let meters_of = |leader: &LeaderThread, members: &[Member]| {
+        let mut reports = leader
+            .shared
+            .metrics
+            .reports_written
+            .load(Ordering::Relaxed);
+        for m in members {
+            reports += m.agent.metrics().reports_written.load(Ordering::Relaxed);
+        }
+        let shareds: Vec<Arc<AgentShared>> = members.iter().map(|m| m.agent.shared()).collect();
+        let mut all: Vec<&Meters> = shareds.iter().map(|s| &s.meters).collect();
+        all.push(&leader.shared.meters);
+        traffic_of(&all, reports)
+    };
+
+    // 2. Cold start.
+    let before = meters_of(&leader, &members);
+    let rev0 = revision(observer, probe).await?;
+    let began = Instant::now();
+    let permits = Arc::new(Semaphore::new(b.lookup_concurrency));
+    let retries = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut lookups = tokio::task::JoinSet::new();
+    for bundle in bundles {
+        let permits = permits.clone();
+        let owners = owners.clone();
+        let shared = leader.shared.clone();
+        let retries = retries.clone();
+        let bundle = bundle.clone();
+        lookups.spawn(async move {
+            let _permit = permits.acquire_owned().await.expect("open");
+            let asked = Instant::now();
+            let owned = owners.when_owned(&bundle);
+            loop {
+                let answer = shared
+                    .ask_leader(Request::Assign {
+                        bundle: bundle.clone(),
+                    })
+                    .await
+                    .ok_or_else(|| format!("{bundle}: the leader stopped leading"))?;
+                if answer.ok || owners.is_owned(&bundle) {
+                    break;
+                }
+                retries.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            owned
+                .await
+                .map_err(|_| format!("{bundle}: the observer stopped"))?;
+            Ok::<f64, String>(ms(asked.elapsed()))
+        });
+    }
+    let mut latencies = Vec::with_capacity(bundles.len());
+    let cold_deadline = began + limit;
+    loop {
+        match tokio::time::timeout_at(cold_deadline, lookups.join_next()).await {
+            Err(_) => {
+                return Err(format!(
+                    "cold start: gave up after {limit:?} with {} of {} bundles owned",
+                    owners.count(),
+                    bundles.len()
+                ))
+            }
+            Ok(None) => break,
+            Ok(Some(r)) => latencies.push(r.map_err(|e| e.to_string())??),
+        }
+    }
+    let took = began.elapsed();
+    let rev1 = revision(observer, probe).await?;
+    let after = meters_of(&leader, &members);
+    latencies.sort_by(f64::total_cmp);
+    f.cold_start_s = took.as_secs_f64();
+    f.lookups_per_s = bundles.len() as f64 / took.as_secs_f64();
+    f.lookup_p50_ms = percentile(&latencies, 0.5);
+    f.lookup_p99_ms = percentile(&latencies, 0.99);
+    f.lookup_retries = retries.load(Ordering::Relaxed);
+    f.writes_per_lookup = (rev1 - rev0 - 1) as f64 / bundles.len() as f64;
+    f.bytes_per_lookup = (after.bytes - before.bytes) as f64 / bundles.len() as f64;
+    let shedding_from = leader.shared.meters.recent.shedding.lock().unwrap().len();
+
+    // 3. Steady state.
+    leader
+        .shared
+        .meters
+        .recent
+        .report_lags_ms
+        .lock()
+        .unwrap()
+        .clear();
+    let before = meters_of(&leader, &members);
+    let cpu0 = procfs::thread_cpu(leader.tid).unwrap_or_default();
+    let pcpu0 = procfs::process_cpu().unwrap_or_default();
+    let began = Instant::now();
+    tokio::time::sleep(Duration::from_secs(b.steady_seconds.max(1))).await;
+    let span = began.elapsed();
+    let cpu1 = procfs::thread_cpu(leader.tid).unwrap_or_default();
+    let pcpu1 = procfs::process_cpu().unwrap_or_default();
+    let after = meters_of(&leader, &members);
+    let secs = span.as_secs_f64();
+    f.steady_s = secs;
+    f.report_writes_per_s = (after.reports - before.reports) as f64 / secs;
+    f.reads_per_s = (after.reads - before.reads) as f64 / secs;
+    f.writes_per_s = (after.writes - before.writes) as f64 / secs;
+    f.watch_events_per_s = (after.events - before.events) as f64 / secs;
+    f.leader_cpu_percent = cpu1.saturating_sub(cpu0).as_secs_f64() / secs * 100.0;
+    f.process_cpu_percent = pcpu1.saturating_sub(pcpu0).as_secs_f64() / secs * 100.0;
+    let mut lags: Vec<f64> = leader
+        .shared
+        .meters
+        .recent
+        .report_lags_ms
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|v| *v as f64)
+        .collect();
+    lags.sort_by(f64::total_cmp);
+    f.lag_samples = lags.len();
+    f.lag_p50_ms = percentile(&lags, 0.5);
+    f.lag_p99_ms = percentile(&lags, 0.99);
+    if let Some((rss, peak)) = procfs::resident() {
+        f.rss_mib = rss as f64 / (1024.0 * 1024.0);
+        f.peak_rss_mib = peak as f64 / (1024.0 * 1024.0);
+    }
+
+    // 4. Flush.
+    flush_phase(b, observer, probe, &leader, &traffic, f, limit).await?;
+
+    // 5. Shedding: the ticks since the cold start ended.
+    {
+        let ticks = leader.shared.meters.recent.shedding.lock().unwrap();
+        let seen = &ticks[shedding_from.min(ticks.len())..];
+        f.shedding_ticks = seen.len();
+        if let Some(longest) = seen.iter().max_by_key(|s| s.duration) {
+            f.shedding_ms = Some(ms(longest.duration));
+            f.shedding_moves = Some(longest.moves);
+        }
+    }
+
+    if b.no_restart {
+        drop(leader);
+        stop_members(members).await;
+        return Ok(());
+    }
+
+    // 6. Failover.
+    let dead = leader.shared.broker_id.clone();
+    let orphaned = leader.shared.owned.lock().unwrap().len();
+    let began = Instant::now();
+    leader.crash();
+    let deadline = began + limit;
+    let successor = loop {
+        if let Some(i) = members.iter().position(|m| m.agent.is_leader()) {
+            break i;
+        }
+        if Instant::now() > deadline {
+            return Err("failover: no new leader elected".into());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let elected = began.elapsed();
+    let sh = members[successor].agent.shared();
+    let me = sh.broker_id.clone();
+    while sh
+        .leader_status
+        .lock()
+        .unwrap()
+        .as_ref()
+        .map_or(true, |s| s.leader != me)
+    {
+        if Instant::now() > deadline {
+            return Err("failover: the new leader did not load".into());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let loaded = began.elapsed();
+    let started_moves = |sh: &AgentShared| -> u64 {
+        [
+            "orphan", "replaced", "lookup", "shedding", "unload", "split", "adopted",
+        ]
+        .iter()
+        .map(|c| {
+            sh.meters
+                .moves_started
+                .get_or_create(&crate::runtime::meters::CauseLabels {
+                    cause: (*c).to_owned(),
+                })
+                .get()
+        })
+        .sum()
+    };
+    while orphaned > 0 && started_moves(&sh) == 0 {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "failover: the new leader did not re-place any of {dead}'s bundles"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let first_decision = began.elapsed();
+    let total = bundles.len();
+    owners.wait_count(|n| n == total, limit, "failover").await?;
+    // The dead broker's nodes may still be listed until its session expired: owned means all M again after it.
+    f.failover = Some(Failover {
+        elected_s: elected.as_secs_f64(),
+        loaded_s: loaded.as_secs_f64(),
+        first_decision_s: first_decision.as_secs_f64(),
+        recovered_s: began.elapsed().as_secs_f64(),
+        orphaned,
+    });
+    drop(sh);
+    drop(leader);
+
+    // 7. Full restart: every broker, the dead one's identity included.
+    let began = Instant::now();
+    stop_members(members).await;
+    owners
+        .wait_count(|n| n == 0, limit, "restart: the old owners leaving")
+        .await?;
+    let members = start_members(b, options, &traffic, 0..b.brokers).await?;
+    owners.wait_count(|n| n == total, limit, "restart").await?;
+    f.restart_s = Some(began.elapsed().as_secs_f64());
+    stop_members(members).await;
+    Ok(())
+}
+
+/// Flushes after a traffic change against raw batched writes of as many nodes, then a flush after none.
+async fn flush_phase(
+    b: &ClusterBench,
+    observer: &DynStore,
+    probe: &str,
+    leader: &LeaderThread,
+    traffic: &Traffic,
+    f: &mut Figures,
+    limit: Duration,
+) -> Result<(), String> {
+    let recent = &leader.shared.meters.recent;
+    let flushes = || recent.flushes.lock().unwrap().clone();
+    let wait_flushes = |n: usize| async move {
+        let deadline = Instant::now() + limit;
+        loop {
+            let now = flushes();
+            if now.len() >= n {
+                return Ok(now);
+            }
+            if Instant::now() > deadline {
+                return Err(format!("flush: no flush within {limit:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    // The raw batch writes the values of real flushed nodes, to nodes of its own.
+    let mut values: Vec<Vec<u8>> = Vec::new();
+    let mut flush_ms = Vec::new();
+    let mut raw_ms = Vec::new();
+    let mut ratios = Vec::new();
+    for round in 0..b.flush_rounds {
+        traffic.scale(if round % 2 == 0 { 1.5 } else { 1.0 / 1.5 });
+        // The first flush may catch only part of the changed reports; the second has them all.
+        let n0 = flushes().len();
+        let seen = wait_flushes(n0 + 2).await?;
+        let sample = seen[seen.len() - 1];
+        if !sample.wrote || sample.nodes == 0 {
+            continue;
+        }
+        if values.is_empty() {
+            values = flushed_values(observer).await?;
+            if values.is_empty() {
+                return Err("flush: no flushed node found to copy".into());
+            }
+        }
+        let ops: Vec<Op> = (0..sample.nodes)
+            .map(|i| {
+                Op::put(
+                    format!("{probe}-raw/n{i:06}"),
+                    values[i % values.len()].clone(),
+                )
+            })
+            .collect();
+        if raw_ms.is_empty() {
+            // Create the nodes first, so the measured write updates existing nodes, as the flush does.
+            observer
+                .batch(ops.clone())
+                .await
+                .map_err(|e| format!("raw batch: {e}"))?;
+        }
+        let t = Instant::now();
+        observer
+            .batch(ops)
+            .await
+            .map_err(|e| format!("raw batch: {e}"))?;
+        let raw = ms(t.elapsed());
+        let flush = ms(sample.duration);
+        f.flush_nodes = sample.nodes;
+        f.flush_bytes = sample.bytes;
+        flush_ms.push(flush);
+        raw_ms.push(raw);
+        ratios.push(flush / raw.max(1e-3));
+    }
+    let _ = observer.delete_recursive(&format!("{probe}-raw")).await;
+    f.flush_ms = Spread::of(&flush_ms);
+    f.raw_ms = Spread::of(&raw_ms);
+    f.flush_over_raw = Spread::of(&ratios);
+    // Nothing changes now: wait for the flushes to settle and take the last.
+    let n0 = flushes().len();
+    let seen = wait_flushes(n0 + 2).await?;
+    let last = seen[seen.len() - 1];
+    f.no_change_flush_nodes = Some(last.nodes);
+    f.no_change_flush_wrote = Some(last.wrote);
+    Ok(())
+}
+
+/// The values of the bundle data the leader flushed (of every namespace), up to 20,000.
+async fn flushed_values(observer: &DynStore) -> Result<Vec<Vec<u8>>, String> {
+    let names = crate::runtime::ownership::list_bundles(observer, paths::BUNDLE_DATA)
+        .await
+        .map_err(|e| format!("listing bundle data: {e}"))?;
+    let reads: Vec<Option<Vec<u8>>> = stream::iter(names.into_iter().take(20_000))
+        .map(|n| async move {
+            observer
+                .get(&paths::bundle_data(&n))
+                .await
+                .ok()
+                .flatten()
+                .map(|g| g.value)
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    Ok(reads.into_iter().flatten().collect())
+}
