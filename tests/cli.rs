@@ -335,6 +335,7 @@ fn every_subcommand_has_help_with_an_example() {
         vec!["bundles", "split", "--help"],
         vec!["json", "check", "--help"],
         vec!["config", "check", "--help"],
+        vec!["bench", "cluster", "--help"],
     ] {
         let o = loadmgr(&args);
         assert!(o.status.success(), "{args:?}");

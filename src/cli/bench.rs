@@ -22,6 +22,9 @@ pub enum BenchCommand {
     Lookups(super::bench_lookups::LookupBench),
     /// N broker agents × M bundles on a real store: registration, cold start, steady state, flush, shedding,
     /// failover and full restart, through the runtime code `loadmgr broker` runs.
+    #[command(
+        after_help = "Example:\n  loadmgr bench cluster --store zk:127.0.0.1:2181 --brokers 100 --bundles 10000\n\nSee docs/benchmarks.md (\"The live cluster\") for what each figure means and today's results."
+    )]
     Cluster(super::bench_cluster::ClusterBench),
 }
 

@@ -153,6 +153,8 @@ pub struct Leader {
     assignments: u64,
     next_ticket: Ticket,
     pending: BTreeMap<Ticket, Pending>,
+    /// Record writes in `pending` per bundle, so "is a write of this bundle pending" is not a scan.
+    pending_records: HashMap<String, u32>,
     groups: BTreeMap<u64, requests::Group>,
     split_due: Option<i64>,
     /// The quietest [`Command::Log`] level emitted; `None`: none at all.
@@ -195,6 +197,7 @@ impl Leader {
             assignments: 0,
             next_ticket: 1,
             pending: BTreeMap::new(),
+            pending_records: HashMap::default(),
             groups: BTreeMap::new(),
             split_due: None,
             log_level: Some(Level::Debug),
@@ -304,6 +307,14 @@ impl Leader {
         let Some(p) = self.pending.remove(&ticket) else {
             return;
         };
+        if let Pending::Record(w) = &p {
+            if let Some(n) = self.pending_records.get_mut(&w.record.bundle) {
+                *n -= 1;
+                if *n == 0 {
+                    self.pending_records.remove(&w.record.bundle);
+                }
+            }
+        }
         match p {
             Pending::Record(w) => self.record_done(now, *w, outcome),
             Pending::Flush(f) => self.flush_done(f, outcome),

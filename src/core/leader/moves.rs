@@ -241,9 +241,7 @@ impl Leader {
 
     /// Whether a record write of `bundle` awaits its outcome.
     fn write_pending(&self, bundle: &str) -> bool {
-        self.pending
-            .values()
-            .any(|p| matches!(p, Pending::Record(w) if w.record.bundle == bundle))
+        self.pending_records.contains_key(bundle)
     }
 
     /// Asks for a record write (create-only when none is known, else compare-and-set on the known version);
@@ -268,6 +266,7 @@ impl Leader {
             (record.clone(), expected_version.map_or(0, |v| v + 1)),
         );
         self.note_suspect(&bundle);
+        *self.pending_records.entry(bundle.clone()).or_insert(0) += 1;
         self.pending.insert(
             ticket,
             Pending::Record(Box::new(RecordWrite {

@@ -85,7 +85,56 @@ impl Executor {
 
     /// A fenced batch's outcome for the core.
     async fn batch(&mut self, ops: Vec<Op>, deleting: bool) -> Step<Outcome> {
-        match self.election.fenced_batch(ops).await {
+        Self::fenced(&self.election, ops, deleting).await
+    }
+
+    /// Writes records, each in a fenced batch of its own, all in flight together; the outcomes in the order
+    /// of `writes` (every command a [`Command::WriteRecord`] of a distinct bundle).
+    pub(super) async fn write_records(&mut self, writes: Vec<Command>) -> Step<Vec<Event>> {
+        let mut records = Vec::with_capacity(writes.len());
+        let mut batches = Vec::with_capacity(writes.len());
+        for c in writes {
+            let Command::WriteRecord {
+                ticket,
+                record,
+                expected_version,
+            } = c
+            else {
+                unreachable!("write_records takes record writes only");
+            };
+            batches.push(vec![Op::Put {
+                path: paths::assignment(&record.bundle),
+                value: to_json_vec(&record),
+                expected_version: Some(expected_version.unwrap_or(CREATE_ONLY)),
+                options: CreateOptions::PERSISTENT,
+            }]);
+            records.push((ticket, record));
+        }
+        let election = self.election.clone();
+        let results = futures::future::join_all(
+            batches
+                .into_iter()
+                .map(|ops| Self::fenced(&election, ops, false)),
+        )
+        .await;
+        let mut events = Vec::with_capacity(records.len());
+        for ((ticket, record), outcome) in records.into_iter().zip(results) {
+            let outcome = outcome?;
+            if let Outcome::Written(_) = outcome {
+                self.count_record(&record);
+            }
+            events.push(Event::Done { ticket, outcome });
+        }
+        Ok(events)
+    }
+
+    /// A fenced batch's outcome for the core (see [`Executor::batch`]), without borrowing the executor.
+    async fn fenced(
+        election: &crate::coordination::LeaderElection,
+        ops: Vec<Op>,
+        deleting: bool,
+    ) -> Step<Outcome> {
+        match election.fenced_batch(ops).await {
             Ok(results) => Ok(Outcome::Written(put_versions(&results))),
             Err(Error::NotFound { .. }) if deleting => Ok(Outcome::Written(Vec::new())),
             Err(Error::BadVersion { .. }) | Err(Error::AlreadyExists { .. }) => {
@@ -132,22 +181,8 @@ impl Executor {
     pub(super) async fn execute(&mut self, c: Command) -> Step<Option<Event>> {
         let id = self.sh.broker_id.clone();
         match c {
-            Command::WriteRecord {
-                ticket,
-                record,
-                expected_version,
-            } => {
-                let op = Op::Put {
-                    path: paths::assignment(&record.bundle),
-                    value: to_json_vec(&record),
-                    expected_version: Some(expected_version.unwrap_or(CREATE_ONLY)),
-                    options: CreateOptions::PERSISTENT,
-                };
-                let outcome = self.batch(vec![op], false).await?;
-                if let Outcome::Written(_) = outcome {
-                    self.count_record(&record);
-                }
-                Ok(Some(Event::Done { ticket, outcome }))
+            c @ Command::WriteRecord { .. } => {
+                Ok(self.write_records(vec![c]).await?.into_iter().next())
             }
             Command::Flush {
                 ticket,

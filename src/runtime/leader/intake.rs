@@ -235,6 +235,27 @@ impl Executor {
         .await
     }
 
+    /// Requests from this process that queued up together (a lookup storm): all handed to the core before
+    /// any of their writes runs, so the writes go to the store together ([`Executor::step_all`]).
+    pub(super) async fn on_local_requests(
+        &mut self,
+        requests: Vec<crate::runtime::shared::LocalRequest>,
+    ) -> Step {
+        let mut events = Vec::with_capacity(requests.len());
+        for crate::runtime::shared::LocalRequest { request, reply } in requests {
+            if let Some(ns) = request_namespace(&request) {
+                if self.core.namespace(&ns).is_none() {
+                    self.reload_namespace(&ns).await?;
+                }
+            }
+            let id = self.next_request;
+            self.next_request += 1;
+            self.local_open.insert(id, reply);
+            events.push(Event::Request { id, request });
+        }
+        self.step_all(events).await
+    }
+
     /// Hands `request` to the core under a new id, which `open` records with where the answer goes. A
     /// namespace created a moment ago may not have been notified yet: it is read first.
     async fn submit(

@@ -15,7 +15,7 @@ mod execute;
 mod intake;
 mod load;
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +27,12 @@ use crate::core::leader::{Command, Event, Leader as Core, RequestId, Tick, Ticke
 use crate::model::records::AdminRequest;
 use crate::paths;
 use crate::store::{NotificationStream, NotificationType, Stat};
+
+/// Most record writes the executor has in flight at once.
+const MAX_WRITES_IN_FLIGHT: usize = 256;
+
+/// Most queued local requests handed to the core in one step.
+const MAX_REQUESTS_PER_STEP: usize = 1024;
 
 /// Why the leader loop stops.
 #[derive(Debug)]
@@ -174,6 +180,15 @@ impl Executor {
 
     /// Hands one event to the core and executes what it returns, feeding each write's outcome back first.
     async fn step(&mut self, event: Event) -> Step {
+        self.step_all(vec![event]).await
+    }
+
+    /// Hands `events` to the core in order, then executes the commands they gave. Consecutive record writes
+    /// of distinct bundles (a lookup storm, the reconciliation at load, a shedding plan) go to the store
+    /// together, up to [`MAX_WRITES_IN_FLIGHT`] at once, each its own fenced batch; their outcomes are handed
+    /// back in command order before anything else runs. The core keeps a written record tentatively until its
+    /// outcome, so it may ask for many at once; two writes of one bundle are never in flight together.
+    async fn step_all(&mut self, events: Vec<Event>) -> Step {
         // Only a change of the dynamic configuration costs a copy of the settings.
         if self.settings.has_changed().unwrap_or(false) {
             let settings = self.settings.borrow_and_update().clone();
@@ -182,16 +197,43 @@ impl Executor {
                 self.core.handle(now, Event::Settings(Box::new(settings)));
             }
         }
-        let now = self.sh.now_ms();
-        let mut queue: VecDeque<Command> = self.core.handle(now, event).into();
+        let mut queue: VecDeque<Command> = VecDeque::new();
+        for event in events {
+            let now = self.sh.now_ms();
+            queue.extend(self.core.handle(now, event));
+        }
         while let Some(c) = queue.pop_front() {
-            if let Some(follow_up) = self.execute(c).await? {
-                let now = self.sh.now_ms();
-                let more = self.core.handle(now, follow_up);
-                // Follow-ups run before the rest of the batch: the core saw the outcome before deciding them.
-                for c in more.into_iter().rev() {
-                    queue.push_front(c);
+            let follow_ups = if matches!(queue.front(), Some(Command::WriteRecord { .. }))
+                && matches!(c, Command::WriteRecord { .. })
+            {
+                let mut run = vec![c];
+                let mut bundles = HashSet::new();
+                if let Command::WriteRecord { record, .. } = &run[0] {
+                    bundles.insert(record.bundle.clone());
                 }
+                while run.len() < MAX_WRITES_IN_FLIGHT {
+                    match queue.front() {
+                        Some(Command::WriteRecord { record, .. })
+                            if !bundles.contains(&record.bundle) =>
+                        {
+                            bundles.insert(record.bundle.clone());
+                            run.push(queue.pop_front().expect("front"));
+                        }
+                        _ => break,
+                    }
+                }
+                self.write_records(run).await?
+            } else {
+                self.execute(c).await?.into_iter().collect()
+            };
+            let mut more = Vec::new();
+            for follow_up in follow_ups {
+                let now = self.sh.now_ms();
+                more.extend(self.core.handle(now, follow_up));
+            }
+            // Follow-ups run before the rest of the batch: the core saw the outcome before deciding them.
+            for c in more.into_iter().rev() {
+                queue.push_front(c);
             }
         }
         let mut published = self.sh.leader_status.lock().unwrap();
@@ -261,7 +303,20 @@ impl Executor {
                 Some(a) = self.points_rx.recv() => {
                     self.step(Event::SplitPoints { ticket: a.ticket, result: a.result }).await
                 }
-                Some(r) = self.local_rx.recv() => self.on_local_request(r).await,
+                Some(r) = self.local_rx.recv() => {
+                    let mut batch = vec![r];
+                    while batch.len() < MAX_REQUESTS_PER_STEP {
+                        match self.local_rx.try_recv() {
+                            Ok(r) => batch.push(r),
+                            Err(_) => break,
+                        }
+                    }
+                    if batch.len() == 1 {
+                        self.on_local_request(batch.pop().expect("one")).await
+                    } else {
+                        self.on_local_requests(batch).await
+                    }
+                }
                 _ = flush.tick() => self.step(Event::Tick(Tick::Flush)).await,
                 _ = async { tokio::time::sleep(wake_in.expect("guarded")).await }, if wake_in.is_some() => {
                     self.wakes.pop_first();
