@@ -50,9 +50,6 @@ pub(super) enum Install {
 /// Makes `client` current and starts its supervisor and probe; the tasks of older clients are aborted and
 /// operations pending on them fail (see `Inner::timed`).
 pub(super) fn install_client(inner: &Arc<Inner>, client: zk::Client, how: Install) {
-    let generation = inner.generation.fetch_add(1, Ordering::SeqCst) + 1;
-    inner.replaced.notify_waiters();
-    inner.abort_older_tasks(generation);
     let states = client.state_watcher();
     let timeout = client.session_timeout();
     let info = client.session().clone();
@@ -62,7 +59,15 @@ pub(super) fn install_client(inner: &Arc<Inner>, client: zk::Client, how: Instal
             sessions.push(client.session_id().0);
         }
     }
-    *inner.client.write().unwrap() = Some(client);
+    // The client and its generation change together (see `Inner::client_and_generation`).
+    let generation = {
+        let mut slot = inner.client.write().unwrap();
+        let generation = inner.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        *slot = Some(client);
+        generation
+    };
+    inner.replaced.notify_waiters();
+    inner.abort_older_tasks(generation);
     if how == Install::New {
         for czxid in inner.owned.lock().unwrap().values_mut() {
             *czxid = -1;
@@ -278,10 +283,13 @@ async fn after_resume(weak: Weak<Inner>, generation: u64) {
 /// not await afterwards) and operations pending on it fail.
 fn lose_session(inner: &Inner) {
     inner.note_disconnected();
-    let generation = inner.generation.fetch_add(1, Ordering::SeqCst) + 1;
+    let generation = {
+        let mut slot = inner.client.write().unwrap();
+        slot.take();
+        inner.generation.fetch_add(1, Ordering::SeqCst) + 1
+    };
     inner.replaced.notify_waiters();
     inner.abort_older_tasks(generation);
-    inner.client.write().unwrap().take();
     for czxid in inner.owned.lock().unwrap().values_mut() {
         *czxid = -1;
     }
