@@ -13,8 +13,8 @@
 //! after the send time of the last answered request → `SessionLost` (the probe asks the server an `exists`
 //! of `/` every 1/15 of the timeout while connected, so that time is recent); back in the same session →
 //! `Reconnected` (+ `SessionReestablished` after a `SessionLost`); `Expired` or a requested expiry → a new
-//! session, retried with backoff, the recursive watch re-added, this store's ephemerals re-created with their
-//! last values, then `Reconnected`, `SessionReestablished`.
+//! session, retried with backoff, the recursive watch of every watched root re-added, this store's
+//! ephemerals re-created with their last values, then `Reconnected`, `SessionReestablished`.
 //!
 //! Every client is **detached**: dropping it never sends `CloseSession`. An abandoned client may still be
 //! reconnecting in the crate's background task, and a non-detached one would close the session the new
@@ -258,13 +258,13 @@ async fn resume_client(inner: Arc<Inner>, info: zk::SessionInfo) -> Result<zk::C
     }
 }
 
-/// After a session was resumed on a new client: the recursive watch on the new connection, owned ephemerals
+/// After a session was resumed on a new client: the recursive watches on the new connection, owned ephemerals
 /// checked, missed changes reported.
 async fn after_resume(weak: Weak<Inner>, generation: u64) {
     let Some(inner) = weak.upgrade() else { return };
-    if *inner.watch_generation.lock().await != 0 {
-        if let Err(e) = inner.ensure_watch().await {
-            tracing::warn!("re-adding the recursive watch failed ({e}); retrying");
+    if inner.has_watches().await {
+        if let Err(e) = inner.restore_watches().await {
+            tracing::warn!("re-adding the recursive watches failed ({e}); retrying");
             drop(inner);
             rewatch(weak, generation).await;
             return;
@@ -371,7 +371,7 @@ async fn wait_terminated(
     }
 }
 
-/// Opens a new session (retrying with backoff until it works or the store is closed), re-adds the watch,
+/// Opens a new session (retrying with backoff until it works or the store is closed), re-adds the watches,
 /// re-creates the ephemerals, announces it and resynchronises notifications.
 async fn reestablish(weak: Weak<Inner>) {
     let attempt = || async {
@@ -405,11 +405,11 @@ async fn reestablish(weak: Weak<Inner>) {
     }
     install_client(&inner, client, Install::New);
     let generation = inner.generation.load(Ordering::SeqCst);
-    let watched = if *inner.watch_generation.lock().await != 0 {
-        match inner.ensure_watch().await {
+    let watched = if inner.has_watches().await {
+        match inner.restore_watches().await {
             Ok(()) => true,
             Err(e) => {
-                tracing::warn!("re-adding the recursive watch failed ({e}); retrying");
+                tracing::warn!("re-adding the recursive watches failed ({e}); retrying");
                 inner.spawn_task(generation, rewatch(Arc::downgrade(&inner), generation));
                 false
             }
@@ -425,8 +425,8 @@ async fn reestablish(weak: Weak<Inner>) {
     }
 }
 
-/// Keeps trying to add the recursive watch to session `generation` (until it works, the session ends or the
-/// store is closed), then reports what changed meanwhile.
+/// Keeps trying to add the recursive watches of every watched root to session `generation` (until it works,
+/// the session ends or the store is closed), then reports what changed meanwhile.
 async fn rewatch(weak: Weak<Inner>, generation: u64) {
     let mut pause = Duration::from_millis(100);
     loop {
@@ -437,14 +437,16 @@ async fn rewatch(weak: Weak<Inner>, generation: u64) {
         {
             return;
         }
-        match inner.ensure_watch().await {
+        match inner.restore_watches().await {
             Ok(()) => {
                 inner.resync().await;
                 return;
             }
             Err(e) => {
                 pause = (pause * 2).min(Duration::from_secs(5));
-                tracing::warn!("re-adding the recursive watch failed ({e}); retrying in {pause:?}");
+                tracing::warn!(
+                    "re-adding the recursive watches failed ({e}); retrying in {pause:?}"
+                );
             }
         }
     }
