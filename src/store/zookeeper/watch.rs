@@ -561,6 +561,24 @@ mod tests {
     }
 
     #[test]
+    fn each_node_is_delivered_by_the_oldest_root_covering_it() {
+        // A narrower root, a root covering it added later, an unrelated one.
+        let roots: Vec<String> = ["/a/inbox", "/a", "/g/lock"]
+            .iter()
+            .map(|r| r.to_string())
+            .collect();
+        assert_eq!(owner(&roots, "/a/inbox"), Some(0));
+        assert_eq!(owner(&roots, "/a/inbox/m"), Some(0));
+        assert_eq!(owner(&roots, "/a"), Some(1));
+        assert_eq!(owner(&roots, "/a/inboxes"), Some(1));
+        assert_eq!(owner(&roots, "/g/lock"), Some(2));
+        assert_eq!(owner(&roots, "/g"), None);
+        assert_eq!(owner(&roots, "/b"), None);
+        let all = vec!["/".to_string(), "/a".to_string()];
+        assert_eq!(owner(&all, "/a/x"), Some(0));
+    }
+
+    #[test]
     fn resync_notifications_delete_children_first_then_create_then_tell_parents() {
         use NotificationType::*;
         let changes = Changes {
