@@ -15,7 +15,8 @@ use loadmgr::store::{
     self, CreateOptions, DynStore, Notification, NotificationType, Op, SessionEvent, StoreOptions,
 };
 use loadmgr::testing::conformance::{expect_notifications, wait_session_event};
-use loadmgr::testing::servers::{EtcdCluster, EtcdServer, ZkEnsemble, ZkServer};
+use loadmgr::testing::proxy::FaultProxy;
+use loadmgr::testing::servers::{zk_four_letter, EtcdCluster, EtcdServer, ZkEnsemble, ZkServer};
 use tokio::time::Instant;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -233,6 +234,184 @@ async fn zk_changes_missed_while_disconnected_are_reported() {
         false,
     )
     .await;
+}
+
+/// The paths session `session` watches on the server at `port`, sorted (from `wchc`, the watches by
+/// session: a `0x…` session id line, then one tab-indented line per watched path).
+fn server_watches(port: u16, session: i64) -> Vec<String> {
+    let out = zk_four_letter(port, "wchc").expect("wchc answered");
+    let id = format!("0x{:x}", session as u64);
+    let mut paths = Vec::new();
+    let mut mine = false;
+    for line in out.lines() {
+        if line.starts_with(char::is_whitespace) {
+            if mine {
+                paths.push(line.trim().to_string());
+            }
+        } else {
+            mine = line.trim() == id;
+        }
+    }
+    paths.sort();
+    paths
+}
+
+/// Polls `server_watches` until it is `expected` (the re-arming after a reconnection is asynchronous).
+async fn wait_server_watches(port: u16, session: i64, expected: &[&str]) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let got = server_watches(port, session);
+        if got == expected {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "session {session:#x} watches {got:?} on the server, expected {expected:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// How the watching store loses its connection in [`watches_only_its_roots_and_rearms_them_all`].
+enum Cut {
+    /// The server restarts (the session survives; the store may resume it on a new client).
+    ServerRestart,
+    /// A proxy between the store and the server closes the connection: the client reconnects itself at
+    /// once, in the same session, and the store re-arms the watches on that client.
+    ConnectionReset,
+}
+
+/// A session watches only the roots it subscribed to (and the nodes its guards check), so the server sends it
+/// nothing for the rest of the tree; nested roots notify once; a reconnection re-arms every root.
+async fn watches_only_its_roots_and_rearms_them_all(cut: Cut) {
+    use NotificationType::*;
+    loadmgr::testing::log_to_test_output();
+    let mut server = ZkServer::start();
+    let port: u16 = server
+        .address()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let proxy = FaultProxy::start(server.address().parse().unwrap())
+        .await
+        .unwrap();
+    let (address, session_timeout) = match cut {
+        Cut::ServerRestart => (server.address(), Duration::from_secs(8)),
+        // A long session: the store tries to resume it on a new client only after 1/20 of it.
+        Cut::ConnectionReset => (proxy.address().to_string(), Duration::from_secs(16)),
+    };
+    let zk = Arc::new(
+        ZkStore::connect(&address, None, options(session_timeout))
+            .await
+            .unwrap(),
+    );
+    let a: DynStore = zk.clone();
+    let writer_zk = Arc::new(
+        ZkStore::connect(&server.address(), None, options(Duration::from_secs(8)))
+            .await
+            .unwrap(),
+    );
+    let writer: DynStore = writer_zk.clone();
+    writer
+        .put("/a/inbox/m0", b"0", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    // A narrower root first, then one covering it, then one the first covers (no watch of its own).
+    let mut inbox = a.watch("/a/inbox").await.unwrap();
+    let mut all = a.watch("/a").await.unwrap();
+    let _covered = a.watch("/a/inbox/x").await.unwrap();
+    // An owned ephemeral guarding a batch is watched on the node itself.
+    let guard = a
+        .put("/g/lock", b"a", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap()
+        .guard();
+    a.batch(vec![Op::Check(guard.clone()), Op::put("/g/data", "1")])
+        .await
+        .unwrap();
+    let session = zk.session_id().unwrap();
+    let roots = ["/a", "/a/inbox", "/g/lock"];
+    assert_eq!(server_watches(port, session), roots);
+    // Writes elsewhere, even beside a guarded node, reach no watch of this session (nor of the writer).
+    for p in ["/b/1", "/b/2/3", "/g/other"] {
+        writer
+            .put(p, b"x", None, CreateOptions::PERSISTENT)
+            .await
+            .unwrap();
+    }
+    assert!(server_watches(port, writer_zk.session_id().unwrap()).is_empty());
+    // A write under both /a/inbox and /a is notified once on each stream.
+    writer
+        .put("/a/inbox/m1", b"1", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    let m1 = [n(Created, "/a/inbox/m1"), n(ChildrenChanged, "/a/inbox")];
+    expect_notifications(&mut inbox, &m1, true).await;
+    expect_notifications(&mut all, &m1, true).await;
+    writer
+        .put("/a/z", b"1", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    // Nothing repeated /a/inbox/m1 before this.
+    expect_notifications(
+        &mut all,
+        &[n(Created, "/a/z"), n(ChildrenChanged, "/a")],
+        true,
+    )
+    .await;
+    writer
+        .put("/a/inbox/m2", b"1", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    expect_notifications(&mut inbox, &[n(Created, "/a/inbox/m2")], true).await;
+
+    let mut events = a.session_events();
+    match cut {
+        Cut::ServerRestart => server.restart(),
+        Cut::ConnectionReset => proxy.reset(),
+    }
+    let seen = wait_session_event(&mut events, WAIT, |e| e == SessionEvent::Reconnected).await;
+    assert!(!seen.contains(&SessionEvent::SessionLost), "{seen:?}");
+    assert_eq!(zk.session_id(), Some(session));
+    wait_server_watches(port, session, &roots).await;
+    // Live again on every root: the nested ones ...
+    put_eventually(&writer, "/a/inbox/m3", b"1").await;
+    put_eventually(&writer, "/a/y", b"1").await;
+    expect_notifications(&mut inbox, &[n(Created, "/a/inbox/m3")], false).await;
+    expect_notifications(
+        &mut all,
+        &[n(Created, "/a/inbox/m3"), n(Created, "/a/y")],
+        false,
+    )
+    .await;
+    // ... and the guard's: its replacement at the same version is learnt live (the check after the
+    // reconnection ran before it), so the guard no longer passes.
+    writer.delete("/g/lock", None).await.unwrap();
+    writer
+        .put("/g/lock", b"b", None, CreateOptions::PERSISTENT)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let fenced = a
+        .batch(vec![Op::Check(guard), Op::put("/g/fenced", "x")])
+        .await;
+    assert!(
+        matches!(fenced, Err(loadmgr::store::Error::Fenced { .. })),
+        "{fenced:?}"
+    );
+    assert_eq!(server_watches(port, session), roots);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_sessions_watch_only_their_roots_and_rearm_them_after_a_server_restart() {
+    watches_only_its_roots_and_rearms_them_all(Cut::ServerRestart).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_sessions_watch_only_their_roots_and_rearm_them_after_a_connection_reset() {
+    watches_only_its_roots_and_rearms_them_all(Cut::ConnectionReset).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

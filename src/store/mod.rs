@@ -23,8 +23,9 @@
 //!   version is [`Error::BadVersion`]; a node with children is [`Error::NotEmpty`].
 //! * Versions start at 0 and grow by one per write.
 //! * Notifications ([`Notification`]): `Created`, `Modified`, `Deleted` for a node, and `ChildrenChanged` for
-//!   the direct parent of a created or deleted node (none for `/`). Delivery is ordered per store; events
-//!   missed while disconnected are re-derived after reconnecting (see each backend) and may repeat.
+//!   the direct parent of a created or deleted node (none for `/`). Delivery is ordered per store (on
+//!   ZooKeeper per watched root, see its module docs); events missed while disconnected are re-derived after
+//!   reconnecting (see each backend) and may repeat.
 //! * Session events ([`SessionEvent`]) follow Pulsar's `ZKSessionTest` sequences: a short outage is
 //!   `ConnectionLost`, `Reconnected`; a long one (or an expiry) `ConnectionLost`, `SessionLost`, then
 //!   `Reconnected`, `SessionReestablished`. After `SessionReestablished` every ephemeral node this store

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use super::session::{install_client, new_client, Install};
-use super::{Inner, Tracking, ZkStore};
+use super::{Inner, Tracking, Watches, ZkStore};
 use crate::store::fanout::Fanout;
 use crate::store::session::SessionState;
 use crate::store::{CreateOptions, Error, Result, StoreOptions, ZkAcl};
@@ -82,7 +82,7 @@ impl ZkStore {
             acls,
             client: RwLock::new(None),
             generation: AtomicU64::new(0),
-            watch_generation: tokio::sync::Mutex::new(0),
+            watches: tokio::sync::Mutex::new(Watches::default()),
             tracking: Mutex::new(Tracking::default()),
             hwm: AtomicI64::new(0),
             resync_floor: Mutex::new(None),

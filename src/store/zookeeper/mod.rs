@@ -14,7 +14,7 @@
 //! | batch | one `multi` (atomic); an unconditional put is first tried as `setData` and turned into a `create` if the multi reports NONODE for it; missing parents are created before a retry; split above ~900 KiB (jute.maxbuffer is ~1 MiB) |
 //! | guard ([`super::Op::Check`]) | `check(path, version)` in the multi, which runs in this store's session; for an ephemeral this store created, the guard's `czxid` must also still be the one this session created (see below) |
 //! | Stat | `dataVersion`, `czxid`, `mzxid`, `ctime`, `mtime`; ephemeral = `ephemeralOwner ≠ 0` (Pulsar tests `≠ -1`, which marks every node ephemeral); created-by-self = owner is our session |
-//! | notifications | one **persistent recursive watch** on `/` (installed with the first subscription; re-added in every new session **and after every reconnection**, see below); `ChildrenChanged` is synthesised for the parent of a created or deleted node (recursive watches never deliver NodeChildrenChanged) |
+//! | notifications | one **persistent recursive watch per watched root**: `watch(prefix)` adds one on the prefix itself unless a watched root covers it, a batch guarded by an owned ephemeral one on that node (so the server sends a session only the events of what it watches); all are re-added in every new session **and after every reconnection**, see below; `ChildrenChanged` is synthesised for the parent of a created or deleted node (recursive watches never deliver NodeChildrenChanged) |
 //! | ACL | `world:anyone` all (Pulsar's OPEN_ACL_UNSAFE) or, with digest credentials, creator-only / creator-all + world-read ([`super::ZkAcl`]) |
 //!
 //! # Sessions
@@ -38,7 +38,7 @@
 //! (`session::close_session`). Operations pending on a replaced client fail with `ConnectionLost`.
 //! `SyncConnected` or a resumed session → `Reconnected` (+ `SessionReestablished` after a `SessionLost`);
 //! `Expired` (or a resumption the server refuses as expired) → a new client (new session, retried with
-//! backoff), the recursive watch re-added, this store's ephemerals re-created with their last values, then
+//! backoff), the recursive watches re-added, this store's ephemerals re-created with their last values, then
 //! `Reconnected`, `SessionReestablished`. The flags, the deadline rule, the session terms and the events are
 //! those of `store::session::SessionState`, which the etcd backend shares.
 //!
@@ -56,16 +56,23 @@
 //!   picks `SetWatches2`): the server forgets the recursive watch, the client keeps the watcher, and
 //!   notifications silently stop (a standalone server restart, a lost connection, a move to another
 //!   ensemble member). The event loop therefore sees each `Disconnected` → `SyncConnected` in its watcher
-//!   stream (the client puts state changes there in order with node events) and re-adds the watch with
-//!   `addWatch` (idempotent on the server), dropping the second client-side watcher this creates (which
+//!   streams (the client puts state changes into every watcher's stream in order with node events; the loop
+//!   follows the first watcher's, so once per reconnection) and re-adds the watch of every root with
+//!   `addWatch` (idempotent on the server), dropping the second client-side watcher each creates (which
 //!   removes nothing on the server while the first remains); the attempt is retried while connected. A
-//!   client that does restore the watch is handled the same way.
+//!   client that does restore the watches is handled the same way.
+//! * The client hands each event to every recursive watcher above its path, so a root added after a
+//!   narrower one (which stays watched) receives the narrower one's events too: each node's events are taken
+//!   from the watcher of the oldest root covering it only (no duplicate, none missed while the new root was
+//!   being added). Events are ordered per watcher: with several roots, events under different roots are
+//!   delivered in the order the event loop reads their streams, which may differ from the servers' order.
 //! * Persistent watches lose the events of a disconnection (ZOOKEEPER-4698). For every subscribed prefix the
 //!   store keeps the set of existing nodes and the highest zxid it has seen (from the stat of each notified
-//!   node and of its own writes); after a reconnection (once the watch is back) or a new session it rescans
-//!   the prefixes and emits `Created`, `Deleted` (+ `ChildrenChanged`) and `Modified` (a node whose `mzxid`
+//!   node and of its own writes); after a reconnection (once the watches are back) or a new session it
+//!   rescans the prefixes and emits `Created`, `Deleted` (+ `ChildrenChanged`) and `Modified` (a node whose `mzxid`
 //!   is above the high-water mark *as it was when the connection dropped*: answers on the new connection
-//!   may carry later zxids before the watch is back) for what changed meanwhile. A node changed just before
+//!   may carry later zxids before the watches are back) for what changed meanwhile. A node changed just
+//!   before
 //!   the cut may be reported twice. Owned ephemerals (below) are checked again too.
 //! * A persistent and a one-shot watch on the same path in one session are not supported by the server
 //!   (ZOOKEEPER-4466): the store uses no one-shot watches.
@@ -79,8 +86,9 @@
 //! * A multi can check only a node's *version*, and a node deleted and re-created restarts at version 0, so
 //!   a version check alone would let a deposed holder's write through once a successor's node reaches the
 //!   holder's version. The store therefore also remembers the `czxid` of every ephemeral it created in its
-//!   current session and marks it gone when it deletes it, when the recursive watch (installed for any batch
-//!   with a guard) reports it deleted, when the check after a reconnection finds it gone or replaced, and
+//!   current session and marks it gone when it deletes it, when a recursive watch (on the node itself,
+//!   installed with the first batch it guards, which then checks the node once more, or on a watched root
+//!   above it) reports it deleted, when the check after a reconnection finds it gone or replaced, and
 //!   when the session ends; a guard on such a path must match it. The remaining windows are a deletion by
 //!   another session whose notification has not arrived yet (about a millisecond on loopback) and the
 //!   round trips between a reconnection and that check. etcd has no such window (it compares the create
@@ -94,7 +102,7 @@
 //! | `session.rs` | the session supervisor and probe (on `store::session`), expiry and re-establishment |
 //! | `nodes.rs` | single-node writes, stats, the ephemerals this store created |
 //! | `multi.rs` | batches: splitting, multi planning and re-planning |
-//! | `watch.rs` | the recursive watch, its event loop and re-arming, the resync after a disconnection |
+//! | `watch.rs` | the recursive watches (one per root), their event loop and re-arming, the resync after a disconnection |
 //! | `errors.rs` | client errors → [`Error`] |
 //! | `raw_bench.rs` | the raw client for `loadmgr bench store` |
 
@@ -135,6 +143,19 @@ struct Tracking {
     known: BTreeSet<String>,
 }
 
+/// The persistent recursive watches of this store: one per watched root, none covered by an earlier one.
+#[derive(Debug, Default)]
+struct Watches {
+    /// Watched roots in the order they were first installed: a root is added only when no earlier one
+    /// covers it (a later one may cover earlier ones; each node's events are taken from the oldest root
+    /// covering it, see `watch.rs`).
+    roots: Vec<String>,
+    /// Generation whose client has a watch on every root; 0 = none.
+    generation: u64,
+    /// Hands the watchers of roots added later to that generation's event loop.
+    added: Option<tokio::sync::mpsc::UnboundedSender<(String, zk::PersistentWatcher)>>,
+}
+
 #[derive(Debug)]
 struct Inner {
     servers: String,
@@ -144,8 +165,8 @@ struct Inner {
     client: RwLock<Option<zk::Client>>,
     /// Increments with every new client (session).
     generation: AtomicU64,
-    /// Generation whose client has the recursive watch; 0 = none.
-    watch_generation: tokio::sync::Mutex<u64>,
+    /// The watched roots and the generation whose client has them (see `watch.rs`).
+    watches: tokio::sync::Mutex<Watches>,
     tracking: Mutex<Tracking>,
     /// Highest zxid seen as delivered (see the module docs).
     hwm: AtomicI64,
@@ -230,6 +251,21 @@ impl Inner {
             .read()
             .unwrap()
             .clone()
+            .ok_or_else(|| Error::SessionLost {
+                reason: format!("re-establishing the session with {}", self.address()),
+            })
+    }
+
+    /// The current client with its generation (read together: a new client and its generation are
+    /// installed under the same lock).
+    fn client_and_generation(&self) -> Result<(zk::Client, u64)> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        let slot = self.client.read().unwrap();
+        let generation = self.generation.load(Ordering::SeqCst);
+        slot.clone()
+            .map(|c| (c, generation))
             .ok_or_else(|| Error::SessionLost {
                 reason: format!("re-establishing the session with {}", self.address()),
             })
@@ -410,7 +446,7 @@ impl MetadataStore for ZkStore {
         self.inner.client()?;
         // Subscribe first so nothing between the watch and the scan is missed.
         let stream = subscribe(&self.inner.notifications, prefix)?;
-        self.inner.ensure_watch().await?;
+        self.inner.ensure_watch(prefix).await?;
         self.inner
             .timed("watch", prefix, self.inner.track(prefix))
             .await?;

@@ -13,7 +13,8 @@
 //!   parents (once), and otherwise the failure is the op's answer (`BadVersion` for a lost create or
 //!   compare-and-set, `Fenced` for a guard). Re-planning is bounded by the caller (`2 × ops + 2` attempts).
 //! * A guard on an ephemeral this store created must also match the `czxid` it created (see the module docs
-//!   of [`super`]); the recursive watch is installed first so that deletions of owned nodes are learnt.
+//!   of [`super`]); a recursive watch on that node is installed first (unless a watched root covers it)
+//!   so that its deletion is learnt, and the node is checked once more when its watch is new.
 
 use std::sync::Arc;
 
@@ -130,9 +131,19 @@ impl Inner {
 
     /// One atomic multi.
     async fn multi(self: &Arc<Self>, ops: Vec<&Op>) -> Result<Vec<OpResult>> {
-        if ops.iter().any(|op| matches!(op, Op::Check(_))) {
-            // Deletions of owned nodes are learnt from the recursive watch.
-            self.ensure_watch().await?;
+        for op in &ops {
+            // Deletions of owned nodes are learnt from a recursive watch on them (or on a watched root
+            // above them); a guard on any other node needs none. A node watched only from now on is checked
+            // once more: it may have been deleted (and created again) before.
+            if let Op::Check(g) = op {
+                let owned = self.owned.lock().unwrap().get(&g.path).copied();
+                if let Some(czxid) = owned.filter(|c| *c != -1) {
+                    if self.ensure_watch(&g.path).await? {
+                        self.verify_owned_node(&self.client()?, &g.path, czxid)
+                            .await?;
+                    }
+                }
+            }
         }
         for op in &ops {
             if let Op::Check(g) = op {

@@ -13,8 +13,8 @@
 //! after the send time of the last answered request → `SessionLost` (the probe asks the server an `exists`
 //! of `/` every 1/15 of the timeout while connected, so that time is recent); back in the same session →
 //! `Reconnected` (+ `SessionReestablished` after a `SessionLost`); `Expired` or a requested expiry → a new
-//! session, retried with backoff, the recursive watch re-added, this store's ephemerals re-created with their
-//! last values, then `Reconnected`, `SessionReestablished`.
+//! session, retried with backoff, the recursive watch of every watched root re-added, this store's
+//! ephemerals re-created with their last values, then `Reconnected`, `SessionReestablished`.
 //!
 //! Every client is **detached**: dropping it never sends `CloseSession`. An abandoned client may still be
 //! reconnecting in the crate's background task, and a non-detached one would close the session the new
@@ -50,9 +50,6 @@ pub(super) enum Install {
 /// Makes `client` current and starts its supervisor and probe; the tasks of older clients are aborted and
 /// operations pending on them fail (see `Inner::timed`).
 pub(super) fn install_client(inner: &Arc<Inner>, client: zk::Client, how: Install) {
-    let generation = inner.generation.fetch_add(1, Ordering::SeqCst) + 1;
-    inner.replaced.notify_waiters();
-    inner.abort_older_tasks(generation);
     let states = client.state_watcher();
     let timeout = client.session_timeout();
     let info = client.session().clone();
@@ -62,7 +59,15 @@ pub(super) fn install_client(inner: &Arc<Inner>, client: zk::Client, how: Instal
             sessions.push(client.session_id().0);
         }
     }
-    *inner.client.write().unwrap() = Some(client);
+    // The client and its generation change together (see `Inner::client_and_generation`).
+    let generation = {
+        let mut slot = inner.client.write().unwrap();
+        let generation = inner.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        *slot = Some(client);
+        generation
+    };
+    inner.replaced.notify_waiters();
+    inner.abort_older_tasks(generation);
     if how == Install::New {
         for czxid in inner.owned.lock().unwrap().values_mut() {
             *czxid = -1;
@@ -253,13 +258,13 @@ async fn resume_client(inner: Arc<Inner>, info: zk::SessionInfo) -> Result<zk::C
     }
 }
 
-/// After a session was resumed on a new client: the recursive watch on the new connection, owned ephemerals
+/// After a session was resumed on a new client: the recursive watches on the new connection, owned ephemerals
 /// checked, missed changes reported.
 async fn after_resume(weak: Weak<Inner>, generation: u64) {
     let Some(inner) = weak.upgrade() else { return };
-    if *inner.watch_generation.lock().await != 0 {
-        if let Err(e) = inner.ensure_watch().await {
-            tracing::warn!("re-adding the recursive watch failed ({e}); retrying");
+    if inner.has_watches().await {
+        if let Err(e) = inner.restore_watches().await {
+            tracing::warn!("re-adding the recursive watches failed ({e}); retrying");
             drop(inner);
             rewatch(weak, generation).await;
             return;
@@ -278,10 +283,13 @@ async fn after_resume(weak: Weak<Inner>, generation: u64) {
 /// not await afterwards) and operations pending on it fail.
 fn lose_session(inner: &Inner) {
     inner.note_disconnected();
-    let generation = inner.generation.fetch_add(1, Ordering::SeqCst) + 1;
+    let generation = {
+        let mut slot = inner.client.write().unwrap();
+        slot.take();
+        inner.generation.fetch_add(1, Ordering::SeqCst) + 1
+    };
     inner.replaced.notify_waiters();
     inner.abort_older_tasks(generation);
-    inner.client.write().unwrap().take();
     for czxid in inner.owned.lock().unwrap().values_mut() {
         *czxid = -1;
     }
@@ -363,7 +371,7 @@ async fn wait_terminated(
     }
 }
 
-/// Opens a new session (retrying with backoff until it works or the store is closed), re-adds the watch,
+/// Opens a new session (retrying with backoff until it works or the store is closed), re-adds the watches,
 /// re-creates the ephemerals, announces it and resynchronises notifications.
 async fn reestablish(weak: Weak<Inner>) {
     let attempt = || async {
@@ -397,11 +405,11 @@ async fn reestablish(weak: Weak<Inner>) {
     }
     install_client(&inner, client, Install::New);
     let generation = inner.generation.load(Ordering::SeqCst);
-    let watched = if *inner.watch_generation.lock().await != 0 {
-        match inner.ensure_watch().await {
+    let watched = if inner.has_watches().await {
+        match inner.restore_watches().await {
             Ok(()) => true,
             Err(e) => {
-                tracing::warn!("re-adding the recursive watch failed ({e}); retrying");
+                tracing::warn!("re-adding the recursive watches failed ({e}); retrying");
                 inner.spawn_task(generation, rewatch(Arc::downgrade(&inner), generation));
                 false
             }
@@ -417,8 +425,8 @@ async fn reestablish(weak: Weak<Inner>) {
     }
 }
 
-/// Keeps trying to add the recursive watch to session `generation` (until it works, the session ends or the
-/// store is closed), then reports what changed meanwhile.
+/// Keeps trying to add the recursive watches of every watched root to session `generation` (until it works,
+/// the session ends or the store is closed), then reports what changed meanwhile.
 async fn rewatch(weak: Weak<Inner>, generation: u64) {
     let mut pause = Duration::from_millis(100);
     loop {
@@ -429,14 +437,16 @@ async fn rewatch(weak: Weak<Inner>, generation: u64) {
         {
             return;
         }
-        match inner.ensure_watch().await {
+        match inner.restore_watches().await {
             Ok(()) => {
                 inner.resync().await;
                 return;
             }
             Err(e) => {
                 pause = (pause * 2).min(Duration::from_secs(5));
-                tracing::warn!("re-adding the recursive watch failed ({e}); retrying in {pause:?}");
+                tracing::warn!(
+                    "re-adding the recursive watches failed ({e}); retrying in {pause:?}"
+                );
             }
         }
     }

@@ -1,16 +1,26 @@
-//! Notifications on ZooKeeper: one persistent recursive watch on `/`, its event loop, its re-arming after
-//! every reconnection, and the rescan of the subscribed prefixes that reports what a disconnection hid.
+//! Notifications on ZooKeeper: one persistent recursive watch per watched root, their event loop, their
+//! re-arming after every reconnection, and the rescan of the subscribed prefixes that reports what a
+//! disconnection hid.
 //!
 //! # Contract
 //!
 //! See "Mapping" (notifications) and "Pitfalls handled" in the module docs of [`super`]:
 //!
-//! * The watch is installed once per session ([`Inner::ensure_watch`]), with the first subscription or the
-//!   first batch with a guard, and re-added on the server after every reconnection ([`Inner::rearm_watch`]:
-//!   `zookeeper-client` 0.11 does not restore persistent watches).
+//! * A root is watched with `AddWatchMode::PersistentRecursive` on the root itself, so the server sends the
+//!   session only the events under its roots. [`Inner::ensure_watch`] adds one for a subscribed prefix (or
+//!   the node a batch's guard checks) unless a watched root covers it; a root that covers earlier ones is
+//!   added beside them. The roots are kept in install order for the store's lifetime and installed on every
+//!   new client (a new session, or the session resumed by a new client; [`Inner::restore_watches`]); within
+//!   a connection's life they are re-added on the server after every reconnection
+//!   ([`Inner::rearm_watches`]: `zookeeper-client` 0.11 does not restore persistent watches).
+//! * One event loop per client reads every watcher. The client hands an event to each recursive watcher
+//!   above its path, so the loop takes each node's events from the watcher of the oldest root covering it
+//!   only ([`owner`]): no duplicates, and a broader root added later never misses or repeats the events of
+//!   the narrower one it covers. Session state changes reach every watcher: the loop follows the first
+//!   watcher's only, so each reconnection is handled once.
 //! * `ChildrenChanged` is synthesised for the parent of a created or deleted node.
 //! * For every subscribed prefix the store keeps the nodes known to exist; after a reconnection (once the
-//!   watch is back) or a new session, [`Changes::between`] compares a rescan with them: a node no longer
+//!   watches are back) or a new session, [`Changes::between`] compares a rescan with them: a node no longer
 //!   there is `Deleted`, a new one `Created`, a known one whose `mzxid` is above the high-water mark of when
 //!   the connection dropped `Modified`; [`Changes::notifications`] orders them deletions (deepest first),
 //!   creations, the parents' `ChildrenChanged`, modifications.
@@ -25,7 +35,7 @@ use std::time::Duration;
 use futures::stream::{FuturesUnordered, StreamExt};
 use zookeeper_client as zk;
 
-use super::Inner;
+use super::{Inner, Watches};
 use crate::store::path::{is_under, join, parent};
 use crate::store::{Notification, NotificationType, Result};
 
@@ -99,44 +109,96 @@ impl Changes {
 }
 
 impl Inner {
-    /// Installs the recursive watch on the current session if it lacks one.
-    pub(super) async fn ensure_watch(self: &Arc<Self>) -> Result<()> {
-        let mut installed = self.watch_generation.lock().await;
-        let generation = self.generation.load(Ordering::SeqCst);
-        if *installed == generation {
-            return Ok(());
-        }
-        let client = self.client()?;
-        let watcher = self.add_watch(&client).await?;
-        *installed = generation;
-        self.spawn_task(
-            generation,
-            event_loop(Arc::downgrade(self), client, watcher, generation),
-        );
-        Ok(())
+    /// Watches `root` on the current session unless a watched root covers it, after installing every root
+    /// watched so far if this session lacks them (see the module docs). True if `root` is a new root.
+    pub(super) async fn ensure_watch(self: &Arc<Self>, root: &str) -> Result<bool> {
+        self.install_watches(Some(root)).await
     }
 
-    /// Adds the recursive watch to the server again and drops the client-side watcher this creates: the
-    /// event loop's watcher, registered on the same path, stays and receives everything from then on.
+    /// Installs every root watched so far on the current session if it lacks them (a new session, or the
+    /// session resumed by a new client).
+    pub(super) async fn restore_watches(self: &Arc<Self>) -> Result<()> {
+        self.install_watches(None).await.map(drop)
+    }
+
+    /// Whether any root is watched (the watches must then be restored on every new client).
+    pub(super) async fn has_watches(&self) -> bool {
+        !self.watches.lock().await.roots.is_empty()
+    }
+
+    /// The roots watched on client `generation` (empty once a newer client replaced it).
+    pub(super) async fn watched_roots(&self, generation: u64) -> Vec<String> {
+        let watches = self.watches.lock().await;
+        if watches.generation == generation {
+            watches.roots.clone()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// [`Inner::ensure_watch`] of `root`, or of no new root; true if `root` is a new root.
+    async fn install_watches(self: &Arc<Self>, root: Option<&str>) -> Result<bool> {
+        let mut watches = self.watches.lock().await;
+        let new_root = root.filter(|r| !watches.roots.iter().any(|w| is_under(r, w)));
+        let (client, generation) = self.client_and_generation()?;
+        if watches.generation == generation {
+            let Some(root) = new_root else {
+                return Ok(false);
+            };
+            let watcher = self.add_watch(&client, root).await?;
+            if let Some(added) = &watches.added {
+                // The loop ends only with the session, whose successor installs every root again.
+                let _ = added.send((root.to_string(), watcher));
+            }
+            watches.roots.push(root.to_string());
+            return Ok(true);
+        }
+        let mut roots = watches.roots.clone();
+        roots.extend(new_root.map(str::to_string));
+        if roots.is_empty() {
+            return Ok(false);
+        }
+        let mut watchers = Vec::with_capacity(roots.len());
+        for r in &roots {
+            watchers.push((r.clone(), self.add_watch(&client, r).await?));
+        }
+        let (added, receiver) = tokio::sync::mpsc::unbounded_channel();
+        *watches = Watches {
+            roots,
+            generation,
+            added: Some(added),
+        };
+        self.spawn_task(
+            generation,
+            event_loop(Arc::downgrade(self), client, watchers, receiver, generation),
+        );
+        Ok(new_root.is_some())
+    }
+
+    /// Adds the recursive watch of every root of client `generation` to the server again and drops the
+    /// client-side watchers this creates: the event loop's watchers, registered on the same paths, stay and
+    /// receive everything from then on.
     ///
     /// Needed after every reconnection within a session: `zookeeper-client` 0.11 re-sends the session's
     /// watches with a `SetWatches` request that has no room for persistent watches (its `resend_watches`
-    /// never switches to `SetWatches2`), so the server forgets the recursive watch on every new connection.
-    /// `addWatch` is idempotent on the server, so this is also right with a client that does re-send it.
-    /// Dropping the duplicate removes nothing on the server while another watcher of the path remains.
-    async fn rearm_watch(&self, client: &zk::Client) -> Result<()> {
-        let duplicate = self.add_watch(client).await?;
-        drop(duplicate);
+    /// never switches to `SetWatches2`), so the server forgets the recursive watches on every new connection.
+    /// `addWatch` is idempotent on the server, so this is also right with a client that does re-send them.
+    /// Dropping a duplicate removes nothing on the server while another watcher of the path remains.
+    async fn rearm_watches(&self, client: &zk::Client, generation: u64) -> Result<()> {
+        for root in self.watched_roots(generation).await {
+            let duplicate = self.add_watch(client, &root).await?;
+            drop(duplicate);
+        }
         Ok(())
     }
 
-    /// Sends `addWatch` of the persistent recursive watch on `/` (within the operation timeout).
-    async fn add_watch(&self, client: &zk::Client) -> Result<zk::PersistentWatcher> {
-        self.timed("watch", "/", async {
+    /// Sends `addWatch` of the persistent recursive watch on `root` (within the operation timeout).
+    async fn add_watch(&self, client: &zk::Client, root: &str) -> Result<zk::PersistentWatcher> {
+        self.timed("watch", root, async {
             client
-                .watch("/", zk::AddWatchMode::PersistentRecursive)
+                .watch(root, zk::AddWatchMode::PersistentRecursive)
                 .await
-                .map_err(|e| self.map_err(e, "watch", "/"))
+                .map_err(|e| self.map_err(e, "watch", root))
         })
         .await
     }
@@ -153,16 +215,27 @@ impl Inner {
             .map(|(p, c)| (p.clone(), *c))
             .collect();
         for (path, czxid) in owned {
-            let current = client
-                .check_stat(&path)
-                .await
-                .map_err(|e| self.map_err(e, "stat", &path))?;
-            if !matches!(current, Some(s) if s.czxid == czxid) {
-                let mut owned = self.owned.lock().unwrap();
-                if let Some(c) = owned.get_mut(&path).filter(|c| **c == czxid) {
-                    tracing::info!("owned ephemeral {path} changed while disconnected");
-                    *c = -1;
-                }
+            self.verify_owned_node(client, &path, czxid).await?;
+        }
+        Ok(())
+    }
+
+    /// Marks owned ephemeral `path` created at `czxid` as gone if it no longer is that node.
+    pub(super) async fn verify_owned_node(
+        &self,
+        client: &zk::Client,
+        path: &str,
+        czxid: i64,
+    ) -> Result<()> {
+        let current = client
+            .check_stat(path)
+            .await
+            .map_err(|e| self.map_err(e, "stat", path))?;
+        if !matches!(current, Some(s) if s.czxid == czxid) {
+            let mut owned = self.owned.lock().unwrap();
+            if let Some(c) = owned.get_mut(path).filter(|c| **c == czxid) {
+                tracing::info!("owned ephemeral {path} changed unseen");
+                *c = -1;
             }
         }
         Ok(())
@@ -276,27 +349,61 @@ impl Inner {
     }
 }
 
-/// Turns the recursive watch's events into notifications, tracking nodes and the zxid high-water mark.
+/// The watcher (by install order) that delivers the events of `path`: the oldest root covering it. A later
+/// root covering an earlier one also receives the earlier one's events (the client hands every event to
+/// each recursive watcher above its path); they are dropped from it, so each node's events come from one
+/// watcher, in order, with none missed while the later root was being added.
+fn owner(roots: &[String], path: &str) -> Option<usize> {
+    roots.iter().position(|r| is_under(path, r))
+}
+
+type WatcherEvents = futures::stream::BoxStream<'static, (usize, zk::WatchedEvent)>;
+
+/// The events of the watcher with install index `index`.
+fn events(index: usize, watcher: zk::PersistentWatcher) -> WatcherEvents {
+    futures::stream::unfold(watcher, move |mut watcher| async move {
+        let event = watcher.changed().await;
+        Some(((index, event), watcher))
+    })
+    .boxed()
+}
+
+/// Turns the events of the recursive watches of one client into notifications, tracking nodes and the zxid
+/// high-water mark. `watchers` are the roots installed with the loop, `added` brings those added later.
 ///
-/// The client also puts the session's state changes into the watcher's stream, in order with the node
-/// events (no change is coalesced, unlike the state watcher): after `Disconnected` nothing more arrives from
-/// the old connection, and at the following `SyncConnected` [`after_reconnect`] re-adds the watch on the
-/// server and rescans what was missed.
+/// The client also puts the session's state changes into every watcher's stream, in order with the node
+/// events (no change is coalesced, unlike the state watcher): they are taken from the first watcher only
+/// (watchers are never removed while the client lives), so each reconnection is handled once. After
+/// `Disconnected` nothing more arrives from the old connection, and at the following `SyncConnected`
+/// [`after_reconnect`] re-adds the watches on the server and rescans what was missed.
 async fn event_loop(
     weak: Weak<Inner>,
     client: zk::Client,
-    mut watcher: zk::PersistentWatcher,
+    watchers: Vec<(String, zk::PersistentWatcher)>,
+    mut added: tokio::sync::mpsc::UnboundedReceiver<(String, zk::PersistentWatcher)>,
     generation: u64,
 ) {
+    let mut roots = Vec::with_capacity(watchers.len());
+    let mut streams = futures::stream::SelectAll::new();
+    for (root, watcher) in watchers {
+        streams.push(events(roots.len(), watcher));
+        roots.push(root);
+    }
     let mut stats = FuturesUnordered::new();
     let mut disconnected = false;
     loop {
         tokio::select! {
-            event = watcher.changed() => {
+            Some((root, watcher)) = added.recv() => {
+                streams.push(events(roots.len(), watcher));
+                roots.push(root);
+            }
+            Some((index, event)) = streams.next() => {
                 let Some(inner) = weak.upgrade() else { return };
                 if event.event_type == zk::EventType::Session {
                     match (event.session_state, disconnected) {
+                        // Every watcher ends with the session (and panics if polled afterwards).
                         (state, _) if state.is_terminated() => return,
+                        _ if index != 0 => {}
                         (zk::SessionState::Disconnected, false) => {
                             disconnected = true;
                             inner.note_disconnected();
@@ -314,6 +421,9 @@ async fn event_loop(
                     continue;
                 }
                 let path = event.path;
+                if owner(&roots, &path) != Some(index) {
+                    continue;
+                }
                 if path == "/" || (inner.chroot.is_none() && is_under(&path, "/zookeeper")) {
                     continue;
                 }
@@ -352,8 +462,9 @@ async fn event_loop(
     }
 }
 
-/// Back on a connection of the same session: re-adds the recursive watch (retried while connected; a later
-/// reconnection starts another attempt), then reports what changed while it was missing.
+/// Back on a connection of the same session: re-adds the recursive watch of every root (retried while
+/// connected; a later reconnection starts another attempt), then reports what changed while they were
+/// missing.
 async fn after_reconnect(weak: Weak<Inner>, client: zk::Client, generation: u64) {
     let mut pause = Duration::from_millis(100);
     loop {
@@ -363,7 +474,7 @@ async fn after_reconnect(weak: Weak<Inner>, client: zk::Client, generation: u64)
         {
             return;
         }
-        match inner.rearm_watch(&client).await {
+        match inner.rearm_watches(&client, generation).await {
             Ok(()) => break,
             Err(e)
                 if matches!(
@@ -371,7 +482,9 @@ async fn after_reconnect(weak: Weak<Inner>, client: zk::Client, generation: u64)
                     zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly
                 ) =>
             {
-                tracing::warn!("re-adding the recursive watch failed ({e}); retrying in {pause:?}");
+                tracing::warn!(
+                    "re-adding the recursive watches failed ({e}); retrying in {pause:?}"
+                );
             }
             // Disconnected again (the next reconnection re-arms) or the session ended.
             Err(_) => return,
@@ -381,7 +494,7 @@ async fn after_reconnect(weak: Weak<Inner>, client: zk::Client, generation: u64)
         pause = (pause * 2).min(Duration::from_secs(5));
     }
     let Some(inner) = weak.upgrade() else { return };
-    tracing::debug!(store = %inner.address(), "recursive watch re-added after reconnecting");
+    tracing::debug!(store = %inner.address(), "recursive watches re-added after reconnecting");
     if let Err(e) = inner.verify_owned(&client).await {
         tracing::warn!("checking owned ephemerals after reconnecting failed: {e}");
     }
@@ -445,6 +558,24 @@ mod tests {
         // A second comparison with the same scan finds nothing new.
         let again = Changes::between(&mut known, &roots, &current, 61);
         assert_eq!(again, Changes::default());
+    }
+
+    #[test]
+    fn each_node_is_delivered_by_the_oldest_root_covering_it() {
+        // A narrower root, a root covering it added later, an unrelated one.
+        let roots: Vec<String> = ["/a/inbox", "/a", "/g/lock"]
+            .iter()
+            .map(|r| r.to_string())
+            .collect();
+        assert_eq!(owner(&roots, "/a/inbox"), Some(0));
+        assert_eq!(owner(&roots, "/a/inbox/m"), Some(0));
+        assert_eq!(owner(&roots, "/a"), Some(1));
+        assert_eq!(owner(&roots, "/a/inboxes"), Some(1));
+        assert_eq!(owner(&roots, "/g/lock"), Some(2));
+        assert_eq!(owner(&roots, "/g"), None);
+        assert_eq!(owner(&roots, "/b"), None);
+        let all = vec!["/".to_string(), "/a".to_string()];
+        assert_eq!(owner(&all, "/a/x"), Some(0));
     }
 
     #[test]
