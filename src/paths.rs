@@ -52,6 +52,10 @@ pub const PARTITIONED_TOPICS: &str = "/admin/partitioned-topics";
 pub const LOADMGR_ROOT: &str = "/loadmgr";
 /// Parent of the assignment records (intent and desired owner of every assigned bundle).
 pub const ASSIGNMENTS: &str = "/loadmgr/assignments";
+/// Parent of every broker's inbox: `/loadmgr/inbox/<broker>/<bundle>` exists while the bundle's record names
+/// the broker as its destination, or as the source of an unfinished move. The leader writes an entry in the
+/// same transaction as the record, so a broker watches its own inbox, not every record.
+pub const INBOX: &str = "/loadmgr/inbox";
 /// Parent of every cluster's configuration (Pulsar's `ClusterResources`).
 pub const CLUSTERS: &str = "/admin/clusters";
 /// Parent of the request nodes.
@@ -128,6 +132,26 @@ pub fn assignment(bundle: &str) -> String {
     format!("{ASSIGNMENTS}/{bundle}")
 }
 
+/// `/loadmgr/inbox/<broker>`: what a broker watches and scans.
+pub fn inbox_of(broker: &str) -> String {
+    format!("{INBOX}/{broker}")
+}
+
+/// `/loadmgr/inbox/<broker>/<bundle>`, the bundle's name one node (`%` → `%25`, `/` → `%2F`): every entry of a
+/// broker has the same parent, created once (a parent per namespace would cost a create, and on ZooKeeper a
+/// failed transaction, for nearly every entry of a large cluster).
+pub fn inbox(broker: &str, bundle: &str) -> String {
+    format!(
+        "{INBOX}/{broker}/{}",
+        bundle.replace('%', "%25").replace('/', "%2F")
+    )
+}
+
+/// The bundle of an inbox entry's node name (see [`inbox`]), when it names one.
+pub fn inbox_bundle(name: &str) -> Option<BundleName> {
+    BundleName::parse(&name.replace("%2F", "/").replace("%25", "%")).ok()
+}
+
 /// The text of `path` below `root` (`None` when `path` is not strictly below it).
 pub fn below<'a>(root: &str, path: &'a str) -> Option<&'a str> {
     path.strip_prefix(root)?
@@ -196,11 +220,30 @@ mod tests {
             OWNERSHIP,
             DYNAMIC_CONFIGURATION,
             ASSIGNMENTS,
+            INBOX,
             REQUESTS,
             LEADER_STATUS,
         ] {
             crate::store::validate_path(p).unwrap();
         }
+    }
+
+    #[test]
+    fn inbox_entries_name_their_bundle() {
+        let entry = inbox("10.0.0.1:8080", "public/default/0x00000000_0x40000000");
+        assert_eq!(
+            entry,
+            "/loadmgr/inbox/10.0.0.1:8080/public%2Fdefault%2F0x00000000_0x40000000"
+        );
+        crate::store::validate_path(&entry).unwrap();
+        let name = below(&inbox_of("10.0.0.1:8080"), &entry).unwrap();
+        let b = inbox_bundle(name).unwrap();
+        assert_eq!(b.to_string(), "public/default/0x00000000_0x40000000");
+        // Version 1 names (with a cluster) survive the round trip; a node that names no bundle is none.
+        let v1 = inbox("b:1", "prop/cl/ns/0x00000000_0x40000000");
+        let back = inbox_bundle(below(&inbox_of("b:1"), &v1).unwrap()).unwrap();
+        assert_eq!(back.to_string(), "prop/cl/ns/0x00000000_0x40000000");
+        assert!(inbox_bundle("not-a-bundle").is_none());
     }
 
     #[test]

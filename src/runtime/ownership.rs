@@ -1,6 +1,12 @@
 //! The broker side of the hand-over: what this broker acquires and releases, driven by the assignment records
 //! the leader writes (see the protocol in the [module docs](super)).
 //!
+//! The broker watches and scans only its own inbox (`/loadmgr/inbox/<broker>`, [`paths::INBOX`]): the leader
+//! writes an entry there, in the same batch as the record, for every bundle whose record names this broker as
+//! destination or as the source of an unfinished move, and rewrites the destination's entry when the bundle's
+//! ownership node goes. What a broker costs the store so does not grow with the number of brokers. Bundles
+//! waiting for an owner to release them are looked at again every 2 s as well.
+//!
 //! For every bundle this broker holds or is named destination of, it evaluates, in this order:
 //! * it holds the ownership node (an ephemeral of its own session):
 //!   - the record names another broker, or there is no record and the bundle left its namespace's bundle list
@@ -35,7 +41,7 @@ use crate::model::records::BundleAssignment;
 use crate::model::NamespaceEphemeralData;
 use crate::paths;
 use crate::store::{
-    CreateOptions, Error, MetadataStoreExt, NotificationType, SessionEvent, Stat, CREATE_ONLY,
+    CreateOptions, Error, MetadataStoreExt, SessionEvent, Stat, CREATE_ONLY,
 };
 
 /// What the agent tells the ownership task.
@@ -450,14 +456,23 @@ impl OwnershipTask {
         });
     }
 
+    /// Evaluates every bundle of this broker's inbox and every bundle it holds.
     async fn full_scan(&mut self) {
-        match list_bundles(&self.sh.store, paths::ASSIGNMENTS).await {
-            Ok(all) => {
-                for b in all {
-                    self.schedule(b);
+        match self
+            .sh
+            .store
+            .get_children(&paths::inbox_of(&self.sh.broker_id))
+            .await
+        {
+            Ok(names) => {
+                for name in names {
+                    if let Some(b) = paths::inbox_bundle(&name) {
+                        self.schedule(b.to_string());
+                    }
                 }
             }
-            Err(e) => tracing::warn!("cannot list the assignment records: {e}"),
+            Err(Error::NotFound { .. }) => {}
+            Err(e) => tracing::warn!("cannot list this broker's inbox: {e}"),
         }
         let owned: Vec<String> = self.sh.owned.lock().unwrap().iter().cloned().collect();
         for b in owned {
@@ -472,14 +487,8 @@ impl OwnershipTask {
         ready: tokio::sync::oneshot::Sender<Result<(), RuntimeError>>,
     ) {
         let store = self.sh.store.clone();
-        let subscribed = async {
-            Ok::<_, Error>((
-                store.watch(paths::ASSIGNMENTS).await?,
-                store.watch(paths::OWNERSHIP).await?,
-            ))
-        }
-        .await;
-        let (mut records, mut owners) = match subscribed {
+        let inbox = paths::inbox_of(&self.sh.broker_id);
+        let mut entries = match store.watch(&inbox).await {
             Ok(s) => s,
             Err(e) => {
                 let _ = ready.send(Err(e.into()));
@@ -493,40 +502,12 @@ impl OwnershipTask {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                n = records.next() => match n {
+                n = entries.next() => match n {
                     None => return,
                     Some(n) => {
-                        if let Some(b) = paths::bundle_below(paths::ASSIGNMENTS, &n.path) {
+                        // Any change of an entry (written, rewritten, deleted) is a reason to look again.
+                        if let Some(b) = paths::below(&inbox, &n.path).and_then(paths::inbox_bundle) {
                             self.schedule(b.to_string());
-                        }
-                    }
-                },
-                n = owners.next() => match n {
-                    None => return,
-                    Some(n) => {
-                        if let Some(b) = paths::bundle_below(paths::OWNERSHIP, &n.path) {
-                            let name = b.to_string();
-                            // A bundle being evaluated counts as waiting: its evaluation may have read the node
-                            // before this change and end `Waiting` after it (it is evaluated again then).
-                            let relevant = self.sh.owned.lock().unwrap().contains(&name)
-                                || self.waiting.contains(&name)
-                                || self.running.contains_key(&name);
-                            if relevant {
-                                self.schedule(name);
-                            }
-                            if n.kind == NotificationType::Deleted {
-                                let ns = format!("{}/", b.namespace());
-                                let same_ns: Vec<String> = self
-                                    .waiting
-                                    .iter()
-                                    .chain(self.running.keys())
-                                    .filter(|w| w.starts_with(&ns))
-                                    .cloned()
-                                    .collect();
-                                for w in same_ns {
-                                    self.schedule(w);
-                                }
-                            }
                         }
                     }
                 },

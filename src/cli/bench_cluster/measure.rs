@@ -581,7 +581,9 @@ fn traffic_of(meters: &[&Meters], reports: u64) -> Traffic3 {
 }
 
 /// Runs every phase.
-pub(super) async fn run(b: ClusterBench) -> Result<Figures, String> {
+/// The figures measured, and why the run stopped early if it did (the figures then hold the phases that
+/// completed).
+pub(super) async fn run(b: ClusterBench) -> Result<(Figures, Option<String>), String> {
     let options =
         StoreOptions::default().with_session_timeout(Duration::from_millis(b.session_timeout_ms));
     let observer = store::connect(&b.store, options.clone())
@@ -612,7 +614,7 @@ async fn phases(
     observer: &DynStore,
     tenant: &str,
     probe: &str,
-) -> Result<Figures, String> {
+) -> Result<(Figures, Option<String>), String> {
     let mut f = Figures {
         store: observer.address(),
         brokers: b.brokers,
@@ -671,7 +673,7 @@ async fn phases(
     )
     .await;
     watcher.abort();
-    result.map(|()| f)
+    Ok((f, result.err()))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -743,26 +745,38 @@ async fn run_phases(
     let rev0 = revision(observer, probe).await?;
     let began = Instant::now();
     let permits = Arc::new(Semaphore::new(b.lookup_concurrency));
+    let everyone: Arc<Vec<Arc<AgentShared>>> = Arc::new(
+        std::iter::once(leader.shared.clone())
+            .chain(members.iter().map(|m| m.agent.shared()))
+            .collect(),
+    );
     let retries = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut lookups = tokio::task::JoinSet::new();
     for bundle in bundles {
         let permits = permits.clone();
         let owners = owners.clone();
-        let shared = leader.shared.clone();
+        let everyone = everyone.clone();
         let retries = retries.clone();
         let bundle = bundle.clone();
         lookups.spawn(async move {
             let _permit = permits.acquire_owned().await.expect("open");
             let asked = Instant::now();
             let owned = owners.when_owned(&bundle);
-            loop {
-                let answer = shared
-                    .ask_leader(Request::Assign {
-                        bundle: bundle.clone(),
-                    })
-                    .await
-                    .ok_or_else(|| format!("{bundle}: the leader stopped leading"))?;
-                if answer.ok || owners.is_owned(&bundle) {
+            // As a client does: ask whoever leads now; without a leader, or refused, try again shortly.
+            while !owners.is_owned(&bundle) {
+                let leading = everyone
+                    .iter()
+                    .find(|s| s.local_requests.lock().unwrap().is_some());
+                let answer = match leading {
+                    Some(sh) => {
+                        sh.ask_leader(Request::Assign {
+                            bundle: bundle.clone(),
+                        })
+                        .await
+                    }
+                    None => None,
+                };
+                if answer.is_some_and(|a| a.ok) {
                     break;
                 }
                 retries.fetch_add(1, Ordering::Relaxed);

@@ -122,15 +122,19 @@ pub fn run(b: ClusterBench) -> CliResult {
     }
     let json = b.json;
     super::block_on(async move {
-        let figures = measure::run(b).await.map_err(CliError::new)?;
+        let (figures, stopped) = measure::run(b).await.map_err(CliError::new)?;
         if json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&figures.to_json()).expect("JSON")
-            );
+            let mut v = figures.to_json();
+            v["stoppedEarly"] = serde_json::json!(stopped);
+            println!("{}", serde_json::to_string_pretty(&v).expect("JSON"));
         } else {
             print!("{}", figures.table());
         }
-        Ok(())
+        match stopped {
+            None => Ok(()),
+            Some(why) => Err(CliError::new(format!(
+                "the run stopped early (the figures above are of the phases before): {why}"
+            ))),
+        }
     })
 }

@@ -16,7 +16,7 @@ use crate::paths;
 use crate::runtime::meters::FlushSample;
 use crate::store::{CreateOptions, Error, MetadataStoreExt, Op, OpResult, CREATE_ONLY};
 
-use super::{Executor, OpenRequest, SplitPointsAnswer, Step, Stop};
+use super::{inbox, Executor, OpenRequest, SplitPointsAnswer, Step, Stop};
 
 /// Answered requests are removed after this long; unanswered ones (the asker gave up) after the second.
 const ANSWERED_TTL_MS: i64 = 60_000;
@@ -84,7 +84,7 @@ impl Executor {
     }
 
     /// A fenced batch's outcome for the core.
-    async fn batch(&mut self, ops: Vec<Op>, deleting: bool) -> Step<Outcome> {
+    pub(super) async fn batch(&mut self, ops: Vec<Op>, deleting: bool) -> Step<Outcome> {
         Self::fenced(&self.election, ops, deleting).await
     }
 
@@ -102,26 +102,50 @@ impl Executor {
             else {
                 unreachable!("write_records takes record writes only");
             };
-            batches.push(vec![Op::Put {
+            let record_op = Op::Put {
                 path: paths::assignment(&record.bundle),
                 value: to_json_vec(&record),
                 expected_version: Some(expected_version.unwrap_or(CREATE_ONLY)),
                 options: CreateOptions::PERSISTENT,
-            }]);
-            records.push((ticket, record));
+            };
+            // The brokers' inbox entries change in the same batch (see `inbox`).
+            let wanted = inbox::wanted(&record);
+            let notify = record.state == AssignmentState::Assigning;
+            let mut ops = vec![record_op];
+            ops.extend(inbox::ops(
+                &record.bundle,
+                self.entries.get(&record.bundle),
+                &wanted,
+                notify,
+            ));
+            batches.push(ops);
+            records.push((ticket, record, wanted));
         }
         let election = self.election.clone();
         let results = futures::future::join_all(
             batches
-                .into_iter()
-                .map(|ops| Self::fenced(&election, ops, false)),
+                .iter()
+                .map(|ops| Self::fenced(&election, ops.clone(), false)),
         )
         .await;
         let mut events = Vec::with_capacity(records.len());
-        for ((ticket, record), outcome) in records.into_iter().zip(results) {
-            let outcome = outcome?;
+        for (((ticket, record, wanted), outcome), ops) in
+            records.into_iter().zip(results).zip(batches)
+        {
+            let mut outcome = outcome?;
+            if matches!(outcome, Outcome::Failed(_))
+                && ops.iter().any(|o| matches!(o, Op::Delete { .. }))
+            {
+                // An entry this leader believed in is gone (deleted by hand): write without the deletes.
+                let puts: Vec<Op> = ops
+                    .into_iter()
+                    .filter(|o| !matches!(o, Op::Delete { .. }))
+                    .collect();
+                outcome = Self::fenced(&election, puts, false).await?;
+            }
             if let Outcome::Written(_) = outcome {
                 self.count_record(&record);
+                self.entries_written(&record.bundle, wanted);
             }
             events.push(Event::Done { ticket, outcome });
         }
@@ -250,9 +274,34 @@ impl Executor {
                 reason,
             } => {
                 tracing::debug!(leader = %id, "writing {reason}");
-                let outcome = self.batch(split_ops(&write), false).await?;
+                // The parent's entries go with its record; the children's destinations are told.
+                let mut ops = split_ops(&write);
+                let mut entries = Vec::new();
+                if write.parent_record.is_some() {
+                    ops.extend(inbox::ops(
+                        &write.parent,
+                        self.entries.get(&write.parent),
+                        &Default::default(),
+                        false,
+                    ));
+                    entries.push((write.parent.clone(), Default::default()));
+                }
+                for child in &write.child_records {
+                    let wanted = inbox::wanted(child);
+                    ops.extend(inbox::ops(
+                        &child.bundle,
+                        self.entries.get(&child.bundle),
+                        &wanted,
+                        true,
+                    ));
+                    entries.push((child.bundle.clone(), wanted));
+                }
+                let outcome = self.batch(ops, false).await?;
                 if let Outcome::Written(_) = outcome {
                     self.sh.meters.splits.inc();
+                    for (bundle, wanted) in entries {
+                        self.entries_written(&bundle, wanted);
+                    }
                 }
                 Ok(Some(Event::Done { ticket, outcome }))
             }

@@ -85,7 +85,13 @@ impl Executor {
                 let owner = owner_seen(&data);
                 self.step(Event::OwnerSeen { bundle, owner }).await
             }
-            Ok(None) => self.step(Event::OwnerGone { bundle }).await,
+            Ok(None) => {
+                self.step(Event::OwnerGone {
+                    bundle: bundle.clone(),
+                })
+                .await?;
+                self.owner_gone(&bundle).await
+            }
             Err(e) => self.soft(e, &format!("reading {path}")),
         }
     }

@@ -12,6 +12,7 @@
 //! check, then the shedding tick — the select is biased, never random.
 
 mod execute;
+mod inbox;
 mod intake;
 mod load;
 
@@ -93,6 +94,8 @@ struct Executor {
     unloaded_sources: BTreeSet<(u64, String)>,
     /// The agent's effective settings; a change is handed to the core before the next event.
     settings: tokio::sync::watch::Receiver<crate::config::Settings>,
+    /// The brokers' inbox entries, per bundle ([`inbox`]).
+    entries: inbox::Entries,
 }
 
 /// The leader task: loads everything, then reacts to notifications and timers until leadership is lost.
@@ -114,7 +117,12 @@ pub(crate) async fn run(sh: Arc<AgentShared>, election: Arc<LeaderElection>) {
         let state = load::load_all(&sh, &mut ex.applied_reports)
             .await
             .map_err(|e| e.to_string())?;
-        Ok::<_, String>((ex.step(Event::Loaded(Box::new(state))).await, ex, streams))
+        ex.entries = inbox::load(&sh.store).await.map_err(|e| e.to_string())?;
+        let first = match ex.step(Event::Loaded(Box::new(state))).await {
+            Ok(()) => ex.repair_entries().await,
+            stop => stop,
+        };
+        Ok::<_, String>((first, ex, streams))
     }
     .await;
     match result {
@@ -175,6 +183,7 @@ impl Executor {
             local_rx,
             local_open: HashMap::new(),
             unloaded_sources: BTreeSet::new(),
+            entries: inbox::Entries::new(),
         }
     }
 

@@ -42,15 +42,31 @@ impl Inner {
         to_stat(path, s, session)
     }
 
-    /// Creates missing ancestors of `path` as containers.
+    /// Creates missing ancestors of `path` as containers, deepest first: usually only the parent is missing,
+    /// and every create of an ancestor that exists is a failed transaction the server logs (the crate's
+    /// `mkdir` tries them all from the root).
     pub(super) async fn create_parents(&self, client: &zk::Client, path: &str) -> Result<()> {
-        match parent_or_root(path) {
-            None | Some("/") => Ok(()),
-            Some(p) => client
-                .mkdir(p, &zk::CreateMode::Container.with_acls(self.acls()))
-                .await
-                .map_err(|e| self.map_err(e, "create parents of", path)),
+        let mode = zk::CreateMode::Container.with_acls(self.acls());
+        let mut missing = Vec::new();
+        let mut dir = parent_or_root(path);
+        while let Some(d) = dir.filter(|d| *d != "/") {
+            match client.create(d, &[], &mode).await {
+                Ok(_) | Err(zk::Error::NodeExists) => break,
+                Err(zk::Error::NoNode) => {
+                    missing.push(d);
+                    dir = parent_or_root(d);
+                }
+                Err(e) => return Err(self.map_err(e, "create parents of", path)),
+            }
         }
+        // Back down: each one's parent exists now.
+        for d in missing.into_iter().rev() {
+            match client.create(d, &[], &mode).await {
+                Ok(_) | Err(zk::Error::NodeExists) => {}
+                Err(e) => return Err(self.map_err(e, "create parents of", path)),
+            }
+        }
+        Ok(())
     }
 
     /// `create` with parents; returns the created path and its stat.

@@ -1,0 +1,265 @@
+//! Brokers' inboxes ([`paths::INBOX`]): `/loadmgr/inbox/<broker>/<bundle>` exists while the bundle's record
+//! names the broker as its destination, or as the source of an unfinished move. A broker watches and scans its
+//! own inbox only, so what it costs does not grow with the number of brokers (a watch of every record made
+//! every record write an event, and two reads, at every broker).
+//!
+//! # Contract
+//!
+//! * The entries of a bundle change in the same fenced batch as its record (or split), so a broker that sees
+//!   an entry finds the record that put it there.
+//! * When a move starts (a record written `assigning`), every entry of the bundle is written even if it exists,
+//!   so the brokers named are notified; when it completes (`assigned`), the source's entry is deleted.
+//! * When a bundle's ownership node goes while its record names a registered broker, the destination's entry is
+//!   written again: the destination of a move waiting for the release learns the bundle is free, and a broker
+//!   whose node vanished learns it no longer holds it.
+//! * A new leader reads every entry, then writes what the records say is missing and deletes the rest (entries
+//!   written by nobody after an upgrade, entries of records deleted by hand).
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::core::leader::Outcome;
+use crate::model::records::{AssignmentState, BundleAssignment};
+use crate::paths;
+use crate::store::{CreateOptions, DynStore, Error, Op, CREATE_ONLY};
+
+use super::{Executor, Step};
+
+/// The brokers with an entry, per bundle.
+pub(super) type Entries = HashMap<String, BTreeSet<String>>;
+
+/// Ops of one batch of the repair at load.
+const REPAIR_BATCH: usize = 64;
+
+/// The brokers `record` needs an entry for: its destination, and the source while the move is unfinished.
+pub(super) fn wanted(record: &BundleAssignment) -> BTreeSet<String> {
+    let mut brokers = BTreeSet::from([record.destination.clone()]);
+    if record.state == AssignmentState::Assigning {
+        if let Some(source) = record.source.as_ref().filter(|s| !s.is_empty()) {
+            brokers.insert(source.clone());
+        }
+    }
+    brokers
+}
+
+/// The ops that turn `existing` entries of `bundle` into `wanted`: a put for every wanted entry when
+/// `notify`, else for the missing ones only; a delete for every other existing one.
+pub(super) fn ops(
+    bundle: &str,
+    existing: Option<&BTreeSet<String>>,
+    wanted: &BTreeSet<String>,
+    notify: bool,
+) -> Vec<Op> {
+    let empty = BTreeSet::new();
+    let existing = existing.unwrap_or(&empty);
+    // A missing entry is created create-only: on ZooKeeper an unconditional put is tried as an update
+    // first, and a failed attempt costs the server a transaction.
+    let mut ops: Vec<Op> = wanted
+        .iter()
+        .filter(|b| notify || !existing.contains(*b))
+        .map(|b| Op::Put {
+            path: paths::inbox(b, bundle),
+            value: Vec::new(),
+            expected_version: (!existing.contains(b)).then_some(CREATE_ONLY),
+            options: CreateOptions::PERSISTENT,
+        })
+        .collect();
+    ops.extend(
+        existing
+            .difference(wanted)
+            .map(|b| Op::delete(paths::inbox(b, bundle))),
+    );
+    ops
+}
+
+/// Every entry in the store.
+pub(super) async fn load(store: &DynStore) -> Result<Entries, Error> {
+    let mut entries = Entries::new();
+    let brokers = match store.get_children(paths::INBOX).await {
+        Ok(b) => b,
+        Err(Error::NotFound { .. }) => return Ok(entries),
+        Err(e) => return Err(e),
+    };
+    for broker in brokers {
+        let names = match store.get_children(&paths::inbox_of(&broker)).await {
+            Ok(n) => n,
+            Err(Error::NotFound { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        for name in names {
+            if let Some(bundle) = paths::inbox_bundle(&name) {
+                entries
+                    .entry(bundle.to_string())
+                    .or_default()
+                    .insert(broker.clone());
+            }
+        }
+    }
+    Ok(entries)
+}
+
+impl Executor {
+    /// Records the entries of `bundle` after a batch that made them `wanted` succeeded.
+    pub(super) fn entries_written(&mut self, bundle: &str, wanted: BTreeSet<String>) {
+        if wanted.is_empty() {
+            self.entries.remove(bundle);
+        } else {
+            self.entries.insert(bundle.to_owned(), wanted);
+        }
+    }
+
+    /// Makes every entry match the records the core loaded (see the module docs).
+    pub(super) async fn repair_entries(&mut self) -> Step {
+        let mut desired: Entries = self
+            .core
+            .records()
+            .iter()
+            .map(|(b, (r, _))| (b.clone(), wanted(r)))
+            .collect();
+        let bundles: BTreeSet<String> = desired
+            .keys()
+            .chain(self.entries.keys())
+            .cloned()
+            .collect();
+        let mut pending: Vec<(String, BTreeSet<String>, Vec<Op>)> = Vec::new();
+        for b in bundles {
+            let want = desired.remove(&b).unwrap_or_default();
+            let ops = ops(&b, self.entries.get(&b), &want, false);
+            if !ops.is_empty() {
+                pending.push((b, want, ops));
+            }
+        }
+        if pending.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(
+            leader = %self.sh.broker_id,
+            bundles = pending.len(),
+            "bringing the brokers' inbox entries in line with the records"
+        );
+        let mut chunk: Vec<(String, BTreeSet<String>)> = Vec::new();
+        let mut chunk_ops = Vec::new();
+        for (b, want, ops) in pending {
+            chunk_ops.extend(ops);
+            chunk.push((b, want));
+            if chunk_ops.len() >= REPAIR_BATCH {
+                self.repair_batch(std::mem::take(&mut chunk), std::mem::take(&mut chunk_ops))
+                    .await?;
+            }
+        }
+        if !chunk_ops.is_empty() {
+            self.repair_batch(chunk, chunk_ops).await?;
+        }
+        Ok(())
+    }
+
+    async fn repair_batch(&mut self, bundles: Vec<(String, BTreeSet<String>)>, ops: Vec<Op>) -> Step {
+        match self.batch(ops, false).await? {
+            Outcome::Written(_) => {
+                for (b, want) in bundles {
+                    self.entries_written(&b, want);
+                }
+            }
+            other => tracing::warn!(
+                leader = %self.sh.broker_id,
+                "inbox repair batch not written ({other:?}); the brokers concerned learn of their bundles at the next change"
+            ),
+        }
+        Ok(())
+    }
+
+    /// A bundle's ownership node is gone: writes its destination's entry again when the record names a
+    /// registered broker (see the module docs).
+    pub(super) async fn owner_gone(&mut self, bundle: &str) -> Step {
+        let Some((record, _)) = self.core.records().get(bundle) else {
+            return Ok(());
+        };
+        let destination = record.destination.clone();
+        if self.core.load().broker(&destination).is_none() {
+            return Ok(());
+        }
+        let op = Op::put(paths::inbox(&destination, bundle), Vec::new());
+        match self.election.fenced_batch(vec![op]).await {
+            Ok(_) => {
+                self.entries
+                    .entry(bundle.to_owned())
+                    .or_default()
+                    .insert(destination);
+                Ok(())
+            }
+            Err(e) => self.soft(e, &format!("notifying {destination} of {bundle}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::records::AssignmentCause;
+
+    fn record(state: AssignmentState, source: Option<&str>) -> BundleAssignment {
+        BundleAssignment {
+            bundle: "t/ns/0x00000000_0xffffffff".into(),
+            destination: "b:2".into(),
+            state,
+            source: source.map(str::to_owned),
+            cause: AssignmentCause::Shedding,
+            reason: String::new(),
+            leader: "b:1".into(),
+            created_ms: 0,
+            updated_ms: 0,
+            unload_after_acquire: false,
+        }
+    }
+
+    fn paths_of(ops: &[Op]) -> Vec<(bool, String)> {
+        ops.iter()
+            .map(|o| match o {
+                Op::Put { path, .. } => (true, path.clone()),
+                Op::Delete { path, .. } => (false, path.clone()),
+                Op::Check(_) => unreachable!(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_move_names_both_brokers_and_its_completion_only_the_destination() {
+        let moving = record(AssignmentState::Assigning, Some("b:3"));
+        assert_eq!(
+            wanted(&moving),
+            BTreeSet::from(["b:2".to_owned(), "b:3".to_owned()])
+        );
+        let done = record(AssignmentState::Assigned, Some("b:3"));
+        assert_eq!(wanted(&done), BTreeSet::from(["b:2".to_owned()]));
+        let placed = record(AssignmentState::Assigning, None);
+        assert_eq!(wanted(&placed), BTreeSet::from(["b:2".to_owned()]));
+    }
+
+    #[test]
+    fn ops_notify_on_a_move_and_delete_what_is_no_longer_wanted() {
+        let b = "t/ns/0x00000000_0xffffffff";
+        let existing = BTreeSet::from(["b:2".to_owned(), "b:3".to_owned()]);
+        // Completion: the source's entry goes, the destination's stays untouched.
+        let done = ops(b, Some(&existing), &BTreeSet::from(["b:2".to_owned()]), false);
+        assert_eq!(
+            paths_of(&done),
+            vec![(false, paths::inbox("b:3", b))]
+        );
+        // A move: every wanted entry written (a notification), the old destination's deleted.
+        let moving = ops(
+            b,
+            Some(&existing),
+            &BTreeSet::from(["b:2".to_owned(), "b:4".to_owned()]),
+            true,
+        );
+        assert_eq!(
+            paths_of(&moving),
+            vec![
+                (true, paths::inbox("b:2", b)),
+                (true, paths::inbox("b:4", b)),
+                (false, paths::inbox("b:3", b)),
+            ]
+        );
+        // Nothing to do.
+        assert!(ops(b, Some(&existing), &existing, false).is_empty());
+    }
+}
