@@ -816,7 +816,22 @@ async fn run_phases(
     f.bytes_per_lookup = (after.bytes - before.bytes) as f64 / bundles.len() as f64;
     let shedding_from = leader.shared.meters.recent.shedding.lock().unwrap().len();
 
-    // 3. Steady state.
+    // 3. Steady state, once the leader has completed every move the cold start began.
+    let settled = |sh: &AgentShared| {
+        sh.leader_status
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|s| s.moves_completed >= s.moves_started)
+    };
+    let deadline = Instant::now() + limit;
+    while !settled(&leader.shared) {
+        if Instant::now() > deadline {
+            return Err("steady state: the cold start's moves did not complete".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
     leader
         .shared
         .meters
@@ -988,6 +1003,13 @@ async fn flush_phase(
         }
     };
     // The raw batch writes the values of real flushed nodes, to nodes of its own.
+    // First, a flush after nothing changed: the traffic has been constant since the cold start, and the
+    // flush after the steady state has written what it brought.
+    let n0 = flushes().len();
+    let seen = wait_flushes(n0 + 2).await?;
+    let last = seen[seen.len() - 1];
+    f.no_change_flush_nodes = Some(last.nodes);
+    f.no_change_flush_wrote = Some(last.wrote);
     let mut values: Vec<Vec<u8>> = Vec::new();
     let mut flush_ms = Vec::new();
     let mut raw_ms = Vec::new();
@@ -1039,12 +1061,6 @@ async fn flush_phase(
     f.flush_ms = Spread::of(&flush_ms);
     f.raw_ms = Spread::of(&raw_ms);
     f.flush_over_raw = Spread::of(&ratios);
-    // Nothing changes now: wait for the flushes to settle and take the last.
-    let n0 = flushes().len();
-    let seen = wait_flushes(n0 + 2).await?;
-    let last = seen[seen.len() - 1];
-    f.no_change_flush_nodes = Some(last.nodes);
-    f.no_change_flush_wrote = Some(last.wrote);
     Ok(())
 }
 

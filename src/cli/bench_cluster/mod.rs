@@ -12,8 +12,9 @@
 //! 3. **Steady state** for `--steady-seconds`: report writes/s, report-to-aggregation lag p50/p99 at the
 //!    leader, the leader thread's CPU, the process's resident memory (an upper bound of the leader's: every
 //!    agent lives in it), store traffic per second.
-//! 4. **Flush**: `--flush-rounds` flushes after the traffic of every bundle changed, each against a raw batched
-//!    write of as many nodes with the same values in the same run; then a flush after nothing changed.
+//! 4. **Flush**: a flush after nothing changed (the traffic is constant from the cold start on); then
+//!    `--flush-rounds` flushes after the traffic of every bundle changed by half, each against a raw batched
+//!    write of as many nodes with the same values in the same run.
 //! 5. **Shedding**: the longest live shedding tick (decision and starting its moves) seen at N × M.
 //! 6. **Leader failover**: the leader's thread stops dead (its connection drops, its session lives on until
 //!    the server expires it, as after a crash): new leader elected → everything loaded → first decision (the

@@ -7,6 +7,84 @@ use crate::model::BundleData;
 
 use super::{Command, FlushedNode, FlushedValue, Leader, Level, Outcome, Pending};
 
+#[cfg(test)]
+mod still_current_tests {
+    use super::*;
+    use crate::model::TimeAverageBrokerData;
+
+    #[test]
+    fn sample_counts_alone_do_not_count_as_a_change() {
+        let mut a = BundleData::default();
+        a.short_term_data.max_samples = 10;
+        a.long_term_data.max_samples = 1000;
+        a.long_term_data.msg_rate_in = 100.0;
+        let mut b = a;
+        b.long_term_data.num_samples += 1;
+        b.long_term_data.msg_rate_in = 100.5;
+        let (a, b) = (FlushedValue::BundleData(a), FlushedValue::BundleData(b));
+        assert!(a.still_current(&b));
+        let mut c = match b {
+            FlushedValue::BundleData(d) => d,
+            _ => unreachable!(),
+        };
+        c.long_term_data.msg_rate_in = 102.0;
+        assert!(!a.still_current(&FlushedValue::BundleData(c)));
+        // From nothing to something is a change.
+        let zero = FlushedValue::TimeAverage(TimeAverageBrokerData::default());
+        let some = FlushedValue::TimeAverage(TimeAverageBrokerData {
+            long_term_msg_rate_in: 0.5,
+            ..TimeAverageBrokerData::default()
+        });
+        assert!(!zero.still_current(&some));
+        assert!(zero.still_current(&zero));
+    }
+}
+
+/// A flushed value is written again only when one of its rates or throughputs moved by more than this
+/// fraction of the larger of the old and new value since it was last written (or its topic count changed):
+/// the sample counts grow at every flush (the long-term one for 1,000 flushes), so comparing the bytes would
+/// rewrite every node every time even when no traffic changed.
+pub const FLUSH_CHANGE_FRACTION: f64 = 0.01;
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= FLUSH_CHANGE_FRACTION * a.abs().max(b.abs())
+}
+
+fn close_windows(
+    a: &crate::model::TimeAverageMessageData,
+    b: &crate::model::TimeAverageMessageData,
+) -> bool {
+    a.max_samples == b.max_samples
+        && close(a.msg_rate_in, b.msg_rate_in)
+        && close(a.msg_rate_out, b.msg_rate_out)
+        && close(a.msg_throughput_in, b.msg_throughput_in)
+        && close(a.msg_throughput_out, b.msg_throughput_out)
+}
+
+impl FlushedValue {
+    /// Whether `self` may stand for `newer` in the store (see [`FLUSH_CHANGE_FRACTION`]).
+    pub fn still_current(&self, newer: &FlushedValue) -> bool {
+        match (self, newer) {
+            (FlushedValue::BundleData(a), FlushedValue::BundleData(b)) => {
+                a.topics == b.topics
+                    && close_windows(&a.short_term_data, &b.short_term_data)
+                    && close_windows(&a.long_term_data, &b.long_term_data)
+            }
+            (FlushedValue::TimeAverage(a), FlushedValue::TimeAverage(b)) => {
+                close(a.short_term_msg_throughput_in, b.short_term_msg_throughput_in)
+                    && close(a.short_term_msg_throughput_out, b.short_term_msg_throughput_out)
+                    && close(a.short_term_msg_rate_in, b.short_term_msg_rate_in)
+                    && close(a.short_term_msg_rate_out, b.short_term_msg_rate_out)
+                    && close(a.long_term_msg_throughput_in, b.long_term_msg_throughput_in)
+                    && close(a.long_term_msg_throughput_out, b.long_term_msg_throughput_out)
+                    && close(a.long_term_msg_rate_in, b.long_term_msg_rate_in)
+                    && close(a.long_term_msg_rate_out, b.long_term_msg_rate_out)
+            }
+            _ => false,
+        }
+    }
+}
+
 /// A flush batch awaiting its outcome.
 #[derive(Debug)]
 pub(super) struct FlushWrite {
@@ -61,7 +139,11 @@ impl Leader {
         for (b, d) in chosen {
             let node = FlushedNode::BundleData(b.clone());
             let value = FlushedValue::BundleData(d);
-            if self.flushed.get(&node) != Some(&value) {
+            if !self
+                .flushed
+                .get(&node)
+                .is_some_and(|old| old.still_current(&value))
+            {
                 writes.push((node, value));
             }
             bundles.insert(b, d);
@@ -69,7 +151,11 @@ impl Leader {
         for (id, e) in self.load.brokers() {
             let node = FlushedNode::TimeAverage(id.clone());
             let value = FlushedValue::TimeAverage(e.time_average);
-            if self.flushed.get(&node) != Some(&value) {
+            if !self
+                .flushed
+                .get(&node)
+                .is_some_and(|old| old.still_current(&value))
+            {
                 writes.push((node, value));
             }
         }
