@@ -1,7 +1,7 @@
 # loadmgr — the two commands: `make test` (everything CI runs) and `make demo` (the main job).
 CARGO ?= cargo
 
-.PHONY: test demo deps fmt lint unit bench docker-test chaos fuzz
+.PHONY: test demo deps fmt lint unit bench bench-cluster docker-test chaos fuzz
 
 ## Installs the test dependencies if needed, checks formatting and lints, runs the benchmarks once as smoke
 ## tests, then the whole test suite.
@@ -39,6 +39,13 @@ CHAOS_TRIALS ?= 110
 CHAOS_SEED ?= 1
 chaos: deps
 	LOADMGR_CHAOS_TRIALS=$(CHAOS_TRIALS) LOADMGR_CHAOS_SEED=$(CHAOS_SEED) $(CARGO) test --release --test chaos -- --nocapture
+
+## The live cluster at scale (docs/benchmarks.md, "The live cluster"): starts a ZooKeeper and an etcd of its own
+## and runs `loadmgr bench cluster` on each, 1,000 brokers × 100,000 bundles unless BENCH_CLUSTER_ARGS says
+## otherwise (BENCH_CLUSTER_STORES="zk" for one store). About 10 min per store on 2 cores. `make test` runs a
+## small one (tests/bench_cluster.rs).
+bench-cluster: deps
+	@./scripts/bench-cluster.sh
 
 ## Fuzzing (docs/fuzzing.md), not part of `make test`: installs cargo-fuzz if missing and runs every target of
 ## fuzz/ for FUZZ_SECONDS (default 60) each, one after the other, from its committed corpus in fuzz/corpus/;

@@ -19,7 +19,8 @@
 //!   after the last loss) — never while disconnected;
 //! * **host usage** — the host's own figures, or [`host_usage::LinuxHostUsage`] sampled every
 //!   `loadBalancerHostUsageCheckIntervalMinutes`;
-//! * **ownership** — acquires and releases bundles as the assignment records say (below; [`ownership`]);
+//! * **ownership** — acquires and releases bundles as the assignment records say, told which by the entries
+//!   of its own inbox `/loadmgr/inbox/<broker>` (below; [`ownership`]);
 //! * **dynamic configuration** — `/admin/configuration` applied on top of broker.conf (so
 //!   `loadmgr admin shedding disable` or `pulsar-admin brokers update-dynamic-config` reach every broker);
 //! * **requests addressed to it** — split points of a bundle it serves, from its host's topics;
@@ -64,7 +65,9 @@
 //! bundle; `state` is `assigning` until the destination holds the node, then `assigned`.
 //!
 //! 1. The leader writes the record (fenced, compare-and-set on the record's version): `assigning`, with the
-//!    cause, the reason and the current owner as `source`.
+//!    cause, the reason and the current owner as `source`; in the same batch, the entries
+//!    `/loadmgr/inbox/<broker>/<bundle>` of the destination and the source, the only nodes a broker watches
+//!    (the leader's `inbox` module; [`ownership`]).
 //! 2. A broker holding the node while the record names another broker releases it: it marks the node
 //!    `disabled` (lookups stop answering it), unloads the bundle from its host, and deletes the node by version.
 //! 3. The destination, once no ownership node exists and no other broker owns an overlapping range of the

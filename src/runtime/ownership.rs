@@ -40,9 +40,7 @@ use crate::model::json::to_json_vec;
 use crate::model::records::BundleAssignment;
 use crate::model::NamespaceEphemeralData;
 use crate::paths;
-use crate::store::{
-    CreateOptions, Error, MetadataStoreExt, SessionEvent, Stat, CREATE_ONLY,
-};
+use crate::store::{CreateOptions, Error, MetadataStoreExt, SessionEvent, Stat, CREATE_ONLY};
 
 /// What the agent tells the ownership task.
 #[derive(Debug)]
@@ -64,24 +62,38 @@ enum Outcome {
     Retry,
 }
 
-/// Lists every bundle path below `root` (nodes whose name is a bundle range), depth first.
+/// Lists every bundle path below `root` (nodes whose name is a bundle range), sorted; the directories of one
+/// level are listed 64 at a time (a cluster has one per namespace).
 pub(crate) async fn list_bundles(
     store: &crate::store::DynStore,
     root: &str,
 ) -> Result<Vec<String>, Error> {
+    use futures::stream::{self, StreamExt, TryStreamExt};
     let mut out = Vec::new();
-    let mut stack = vec![root.to_owned()];
-    while let Some(dir) = stack.pop() {
-        for child in store.get_children(&dir).await? {
-            let path = format!("{dir}/{child}");
-            if paths::is_range_segment(&child) {
-                if let Some(rel) = paths::below(root, &path) {
-                    out.push(rel.to_owned());
+    let mut level = vec![root.to_owned()];
+    while !level.is_empty() {
+        let listed: Vec<(String, Vec<String>)> = stream::iter(level)
+            .map(|dir| async move {
+                let children = store.get_children(&dir).await?;
+                Ok::<_, Error>((dir, children))
+            })
+            .buffer_unordered(64)
+            .try_collect()
+            .await?;
+        let mut next = Vec::new();
+        for (dir, children) in listed {
+            for child in children {
+                let path = format!("{dir}/{child}");
+                if paths::is_range_segment(&child) {
+                    if let Some(rel) = paths::below(root, &path) {
+                        out.push(rel.to_owned());
+                    }
+                } else {
+                    next.push(path);
                 }
-            } else {
-                stack.push(path);
             }
         }
+        level = next;
     }
     out.sort();
     Ok(out)

@@ -71,12 +71,19 @@ impl FlushedValue {
                     && close_windows(&a.long_term_data, &b.long_term_data)
             }
             (FlushedValue::TimeAverage(a), FlushedValue::TimeAverage(b)) => {
-                close(a.short_term_msg_throughput_in, b.short_term_msg_throughput_in)
-                    && close(a.short_term_msg_throughput_out, b.short_term_msg_throughput_out)
-                    && close(a.short_term_msg_rate_in, b.short_term_msg_rate_in)
+                close(
+                    a.short_term_msg_throughput_in,
+                    b.short_term_msg_throughput_in,
+                ) && close(
+                    a.short_term_msg_throughput_out,
+                    b.short_term_msg_throughput_out,
+                ) && close(a.short_term_msg_rate_in, b.short_term_msg_rate_in)
                     && close(a.short_term_msg_rate_out, b.short_term_msg_rate_out)
                     && close(a.long_term_msg_throughput_in, b.long_term_msg_throughput_in)
-                    && close(a.long_term_msg_throughput_out, b.long_term_msg_throughput_out)
+                    && close(
+                        a.long_term_msg_throughput_out,
+                        b.long_term_msg_throughput_out,
+                    )
                     && close(a.long_term_msg_rate_in, b.long_term_msg_rate_in)
                     && close(a.long_term_msg_rate_out, b.long_term_msg_rate_out)
             }

@@ -115,11 +115,8 @@ impl Executor {
             .iter()
             .map(|(b, (r, _))| (b.clone(), wanted(r)))
             .collect();
-        let bundles: BTreeSet<String> = desired
-            .keys()
-            .chain(self.entries.keys())
-            .cloned()
-            .collect();
+        let bundles: BTreeSet<String> =
+            desired.keys().chain(self.entries.keys()).cloned().collect();
         let mut pending: Vec<(String, BTreeSet<String>, Vec<Op>)> = Vec::new();
         for b in bundles {
             let want = desired.remove(&b).unwrap_or_default();
@@ -152,7 +149,11 @@ impl Executor {
         Ok(())
     }
 
-    async fn repair_batch(&mut self, bundles: Vec<(String, BTreeSet<String>)>, ops: Vec<Op>) -> Step {
+    async fn repair_batch(
+        &mut self,
+        bundles: Vec<(String, BTreeSet<String>)>,
+        ops: Vec<Op>,
+    ) -> Step {
         match self.batch(ops, false).await? {
             Outcome::Written(_) => {
                 for (b, want) in bundles {
@@ -239,11 +240,13 @@ mod tests {
         let b = "t/ns/0x00000000_0xffffffff";
         let existing = BTreeSet::from(["b:2".to_owned(), "b:3".to_owned()]);
         // Completion: the source's entry goes, the destination's stays untouched.
-        let done = ops(b, Some(&existing), &BTreeSet::from(["b:2".to_owned()]), false);
-        assert_eq!(
-            paths_of(&done),
-            vec![(false, paths::inbox("b:3", b))]
+        let done = ops(
+            b,
+            Some(&existing),
+            &BTreeSet::from(["b:2".to_owned()]),
+            false,
         );
+        assert_eq!(paths_of(&done), vec![(false, paths::inbox("b:3", b))]);
         // A move: every wanted entry written (a notification), the old destination's deleted.
         let moving = ops(
             b,

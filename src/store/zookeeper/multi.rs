@@ -27,6 +27,10 @@ use crate::store::{Error, Op, OpResult, Result, CREATE_ONLY};
 /// Largest payload of one multi; ZooKeeper's packet limit (jute.maxbuffer) is just under 1 MiB.
 pub(super) const MAX_MULTI_BYTES: usize = 900 * 1024;
 
+/// A multi with more unconditional puts or creates than this is planned from the nodes' existence first
+/// ([`Inner::preplan`]).
+const PREPLAN_ABOVE: usize = 8;
+
 /// How one op of a multi is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Plan {
@@ -129,6 +133,63 @@ impl Inner {
         Ok(results)
     }
 
+    /// For a multi with more than [`PREPLAN_ABOVE`] unconditional puts or creates: finds out which nodes
+    /// exist and creates the missing parents first, all reads in flight together. Otherwise each missing node
+    /// or parent would fail the whole multi once and be re-planned one at a time, sending it again each time: a
+    /// first flush of 10,000 new bundle-data nodes in many namespaces took longer than the operation timeout.
+    async fn preplan(&self, client: &zk::Client, ops: &[&Op], plans: &mut [Plan]) -> Result<()> {
+        let candidates: Vec<usize> = ops
+            .iter()
+            .zip(plans.iter())
+            .enumerate()
+            .filter(|(_, (op, plan))| {
+                matches!(
+                    (op, plan),
+                    (Op::Put { expected_version: None, options, .. }, Plan::Set(None)) if !options.sequential
+                ) || matches!(plan, Plan::Create(false))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if candidates.len() <= PREPLAN_ABOVE {
+            return Ok(());
+        }
+        let stats =
+            futures::future::join_all(candidates.iter().map(|&i| client.check_stat(ops[i].path())))
+                .await;
+        let mut creates = Vec::new();
+        for (&i, stat) in candidates.iter().zip(stats) {
+            let exists = stat
+                .map_err(|e| self.map_err(e, "batch", ops[i].path()))?
+                .is_some();
+            if matches!(plans[i], Plan::Set(None)) && !exists {
+                plans[i] = Plan::Create(false);
+            }
+            if matches!(plans[i], Plan::Create(false)) {
+                creates.push(i);
+            }
+        }
+        let parents: std::collections::BTreeSet<&str> = creates
+            .iter()
+            .filter_map(|&i| crate::store::path::parent_or_root(ops[i].path()))
+            .filter(|p| *p != "/")
+            .collect();
+        let parents: Vec<&str> = parents.into_iter().collect();
+        let found = futures::future::join_all(parents.iter().map(|p| client.check_stat(p))).await;
+        for (parent, stat) in parents.iter().zip(found) {
+            let exists = stat
+                .map_err(|e| self.map_err(e, "batch", parent))?
+                .is_some();
+            if !exists {
+                // `create_parents` makes the ancestors of a path: of a child of `parent`, so `parent` too.
+                self.create_parents(client, &format!("{parent}/x")).await?;
+            }
+        }
+        // The creates stay `Create(false)`: a parent removed meanwhile (an empty container the server reaped)
+        // is created again by the usual recovery.
+        drop(creates);
+        Ok(())
+    }
+
     /// One atomic multi.
     async fn multi(self: &Arc<Self>, ops: Vec<&Op>) -> Result<Vec<OpResult>> {
         for op in &ops {
@@ -160,6 +221,7 @@ impl Inner {
         let client = self.client()?;
         let session = client.session_id().0;
         let mut plans: Vec<Plan> = ops.iter().map(|op| Plan::first(op)).collect();
+        self.preplan(&client, &ops, &mut plans).await?;
         let mut attempts = 0;
         loop {
             attempts += 1;
