@@ -147,9 +147,7 @@ pub(super) async fn load_all(
             Err(e) => tracing::warn!(namespace = ns, "namespace skipped: {e}"),
         }
     }
-    state
-        .namespaces
-        .sort_by(|a, b| a.namespace.to_string().cmp(&b.namespace.to_string()));
+    state.namespaces.sort_by_key(|n| n.namespace.to_string());
     let ids = store.get_children(paths::BROKERS).await?;
     let reports: Vec<_> = stream::iter(ids)
         .map(|id| {
