@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Barrier;
 
+use loadmgr::routing::ring::STRIPES;
 use loadmgr::routing::{
     Load, LoadAwareRouter, LoadMapping, Location, RouterConfig, Scope, TargetId, Topology,
 };
@@ -231,4 +232,51 @@ fn readers_never_see_an_older_ring_after_a_newer_one() {
     assert_eq!(router.choose(), TargetId(versions));
     assert_eq!(router.scope(), Scope::WorkerLocal);
     assert_eq!(router.published_rings(), versions as u64);
+}
+
+#[test]
+fn concurrent_choosers_get_the_exact_shares_to_within_one_pass_per_stripe() {
+    // Seven worker-local targets with uneven weights; three threads choose together, no refresh meanwhile.
+    let topology = (1..=7).fold(Topology::new(source(), Vec::new()), |t, i| {
+        t.with_target(i, source())
+    });
+    let router = LoadAwareRouter::new(&topology, config()).unwrap();
+    let mapping = LoadMapping::new();
+    mapping.set_local([(TargetId(1), 0.9), (TargetId(2), 0.5), (TargetId(3), 0.1)]);
+    for _ in 0..3 {
+        router.refresh(&mapping);
+    }
+    let slots = router.ring_counts();
+    let capacity = router.capacity() as f64;
+    let (threads, per_thread) = (3usize, 20 * router.capacity());
+    let start = Barrier::new(threads);
+    let seen: Vec<BTreeMap<TargetId, usize>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    start.wait();
+                    let mut seen = BTreeMap::new();
+                    for _ in 0..per_thread {
+                        *seen.entry(router.choose()).or_insert(0) += 1;
+                    }
+                    seen
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut total: BTreeMap<TargetId, usize> = BTreeMap::new();
+    for (id, n) in seen.iter().flatten() {
+        *total.entry(*id).or_insert(0) += n;
+    }
+    assert!(total.keys().all(|id| slots.contains_key(id)), "{total:?}");
+    let picks = (threads * per_thread) as f64;
+    for (id, &c) in &slots {
+        let exact = picks * c as f64 / capacity;
+        let got = *total.get(id).unwrap_or(&0) as f64;
+        assert!(
+            (got - exact).abs() <= (c * STRIPES) as f64,
+            "{id}: {got} picks, exact share {exact}, {c} slots"
+        );
+    }
 }

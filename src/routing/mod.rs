@@ -31,9 +31,11 @@
 //!    used.
 //! 3. **Choice ring**: an array of `capacity` slots (`max(1000, 5 × targets)`, or 1 for a single target).
 //!    Each in-scope target gets a number of slots proportional to its weight, the array is shuffled, and it
-//!    replaces the published one. [`LoadAwareRouter::choose`] walks the published array with a shared
-//!    cursor, so over any `capacity` consecutive picks each target is picked exactly as often as it has
-//!    slots.
+//!    replaces the published one. [`LoadAwareRouter::choose`] walks the published array with a cursor, so
+//!    over any `capacity` consecutive picks of one cursor each target is picked exactly as often as it has
+//!    slots. The cursor is striped so that concurrent choosers do not contend: a thread that chooses alone
+//!    uses cursor 0 (exactly the single-cursor walk), concurrent choosers settle on their own cursors, and
+//!    the guarantee holds per cursor (see [`LoadAwareRouter`] for what it means overall).
 //!
 //! Refreshes are periodic: every `refresh_period` (1 s) plus a uniform random jitter below `refresh_jitter`
 //! (500 ms), the first one immediately ([`run_refresh_loop`], [`RefreshSchedule`]). With
@@ -41,8 +43,9 @@
 //!
 //! # Concurrency contract
 //!
-//! [`LoadAwareRouter::choose`] takes no lock and allocates nothing: one atomic add on the cursor plus a few
-//! atomic loads. The choice array is double-buffered: a refresh writes the spare buffer and publishes it with
+//! [`LoadAwareRouter::choose`] takes no lock and allocates nothing: one compare-exchange on the calling
+//! thread's cursor stripe plus a few atomic loads, with no cache line written by two choosing threads once
+//! they have settled on their stripes ([`ring`] describes the stripes). The choice array is double-buffered: a refresh writes the spare buffer and publishes it with
 //! a sequence number; a reader that finds its buffer was rewritten while it read simply reads again (see
 //! [`ring`] for the protocol). Refreshes and topology changes are serialised by an internal mutex that
 //! `choose` never touches.
@@ -55,8 +58,8 @@
 //!
 //! * **Cursor wrap.** Storm resets its cursor to 0 when one thread hits the end of the array; threads that
 //!   raced past the end spin until that reset happens, so a sender descheduled at that moment stalls every
-//!   other sender. Here the cursor is a wrapping counter reduced modulo the capacity: a pick never waits for
-//!   another thread.
+//!   other sender. Here each cursor is a wrapping counter reduced modulo the capacity: a pick never waits
+//!   for another thread.
 //! * **Reusing a buffer that is still being read.** Storm rewrites the previous array in the next refresh
 //!   even if a slow reader still indexes it, so a pick can come from a half-built array (harmless in Java
 //!   only because every entry is a valid index). Here a read that overlaps a rewrite is detected and retried,

@@ -10,11 +10,11 @@
 //! 2. writes the spare half: the slots, the length and the precomputed divisor constant;
 //! 3. makes the counter even again with release ordering, which flips the active half.
 //!
-//! A reader loads the word (acquire), reads the active half's length and one slot (the slot index is the
-//! shared cursor, incremented atomically, reduced modulo the length), issues an acquire fence and loads the
-//! word again. The half it read is only rewritten by the *second* rewrite after the one that published it,
-//! so the read is valid unless the counter has advanced by more than 2 past the even value it started from;
-//! otherwise it retries with a fresh cursor value. All shared data are atomics, so a stale read is never
+//! A reader loads the word (acquire), reads the active half's length and one slot (the slot index is a
+//! cursor, incremented atomically, reduced modulo the length; see *Cursor stripes*), issues an acquire fence
+//! and loads the word again. The half it read is only rewritten by the *second* rewrite after the one that
+//! published it, so the read is valid unless the counter has advanced by more than 2 past the even value it
+//! started from; otherwise it retries with a fresh cursor value. All shared data are atomics, so a stale read is never
 //! undefined behaviour, only discarded. Readers never wait for the writer: a reader retries only when a
 //! rewrite overlapped its own few loads.
 //!
@@ -22,12 +22,34 @@
 //! until the router is dropped), so a reader can never touch freed memory. A shrinking target set keeps the
 //! larger buffers and publishes a shorter length.
 //!
+//! # Cursor stripes
+//!
+//! One cursor shared by every choosing thread is one cache line written by every core: a pick from two
+//! threads costs several times a pick from one. So the ring has [`STRIPES`] cursors, each on its own cache
+//! line, and a thread advances one of them, its *stripe*:
+//!
+//! * A thread starts on stripe 0 and stays there until it meets contention, i.e. until the compare-exchange
+//!   that advances its cursor fails because another thread advanced the same cursor in between. It then
+//!   moves to another stripe (a process-wide rotation of steps, so successive movers spread out) and takes
+//!   this pick there with a plain atomic add; the move sticks for the thread's lifetime and for every ring.
+//!   Threads that choose concurrently therefore spread over the stripes until they stop colliding (two
+//!   threads that share a stripe but seldom race for it may stay together: they seldom contend), and a
+//!   thread that has never lost such a race is on stripe 0.
+//! * Stripe 0 starts at 0, so a lone chooser walks a new ring from its first slot exactly as a single shared
+//!   cursor did. Stripe `i` starts at `i × 0x9E37_79B9` (a golden-ratio step), so threads that start
+//!   together read different stretches of the shuffled ring instead of all reading its first slots.
+//! * Each cursor hands out consecutive values, and only a successful atomic update hands one out, so every
+//!   stripe's picks are a contiguous run of its cursor: any `len` consecutive picks of one stripe return
+//!   every slot exactly once, and all stripes together return, for a target with `c` of the `len` slots,
+//!   its exact share of the picks to within `c` per stripe in use.
+//!
 //! # Slot arithmetic
 //!
-//! The cursor is a wrapping `u32`; the slot is `cursor mod len`, computed with a precomputed 64-bit constant
+//! A cursor is a wrapping `u32`; the slot is `cursor mod len`, computed with a precomputed 64-bit constant
 //! (Lemire's "fastmod": two multiplications, no division, exact for every 32-bit cursor and length). Across
-//! the cursor's wrap at 2^32 one pass is uneven, which is immaterial.
+//! a cursor's wrap at 2^32 one pass is uneven, which is immaterial.
 
+use std::cell::Cell;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -188,11 +210,43 @@ const fn read_is_intact(before: u64, after: u64) -> bool {
 /// The largest ring [`PublishedRing::publish`] accepts.
 pub(crate) const MAX_RING: usize = BASE_SLOTS << (LEVELS - 1);
 
-/// The published, double-buffered choice array plus the shared cursor (see the module docs).
+/// Cursors per ring (a power of two); see *Cursor stripes* in the module docs.
+pub const STRIPES: usize = 16;
+
+/// Where stripe `i`'s cursor starts: 0 for stripe 0, golden-ratio steps apart for the others.
+const fn stripe_start(i: usize) -> u32 {
+    (i as u32).wrapping_mul(0x9E37_79B9)
+}
+
+thread_local! {
+    /// The calling thread's stripe, below [`STRIPES`]; 0 until the thread first meets contention.
+    static STRIPE: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Moves so far, process-wide: the `k`-th move steps `1 + k mod (STRIPES - 1)` stripes onward, so threads
+/// that collide on one stripe leave it for different ones. Touched only on contention.
+static MOVES: AtomicU32 = AtomicU32::new(0);
+
+/// The calling thread's stripe.
+#[inline]
+fn current_stripe() -> usize {
+    STRIPE.with(Cell::get) as usize & (STRIPES - 1)
+}
+
+/// Moves the calling thread off `from` (never back onto it) and returns the new stripe.
+#[cold]
+fn move_stripe(from: usize) -> usize {
+    let step = 1 + MOVES.fetch_add(1, Ordering::Relaxed) as usize % (STRIPES - 1);
+    let to = (from + step) & (STRIPES - 1);
+    STRIPE.with(|s| s.set(to as u32));
+    to
+}
+
+/// The published, double-buffered choice array plus its striped cursors (see the module docs).
 #[derive(Debug)]
 pub(crate) struct PublishedRing {
     seq: CachePadded<AtomicU64>,
-    cursor: CachePadded<AtomicU32>,
+    cursors: [CachePadded<AtomicU32>; STRIPES],
     levels: [OnceLock<Level>; LEVELS],
 }
 
@@ -201,16 +255,37 @@ impl PublishedRing {
     pub(crate) fn new(initial: &[u32]) -> Self {
         let ring = Self {
             seq: CachePadded(AtomicU64::new(0)),
-            cursor: CachePadded(AtomicU32::new(0)),
+            cursors: std::array::from_fn(|i| CachePadded(AtomicU32::new(stripe_start(i)))),
             levels: std::array::from_fn(|_| OnceLock::new()),
         };
         ring.publish(initial);
         ring
     }
 
+    /// The next cursor value of the calling thread's stripe. Uncontended, one load and one compare-exchange
+    /// on a line this core already owns; on contention the thread moves to another stripe (see the module
+    /// docs) and `stripe` follows it.
+    #[inline]
+    fn advance(&self, stripe: &mut usize) -> u32 {
+        let cursor = &self.cursors[*stripe & (STRIPES - 1)].0;
+        let n = cursor.load(Ordering::Relaxed);
+        match cursor.compare_exchange(n, n.wrapping_add(1), Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => n,
+            Err(_) => self.advance_contended(stripe),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn advance_contended(&self, stripe: &mut usize) -> u32 {
+        *stripe = move_stripe(*stripe);
+        self.cursors[*stripe].0.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// The next value of the published array. Lock-free, allocation-free.
     #[inline]
     pub(crate) fn pick(&self) -> u32 {
+        let mut stripe = current_stripe();
         loop {
             let before = self.seq.0.load(Ordering::Acquire);
             let counter = before >> LEVEL_BITS;
@@ -220,7 +295,7 @@ impl PublishedRing {
             let half = &level.halves[active_half(counter)];
             let len = half.len.load(Ordering::Relaxed);
             let magic = half.magic.load(Ordering::Relaxed);
-            let n = self.cursor.0.fetch_add(1, Ordering::Relaxed);
+            let n = self.advance(&mut stripe);
             // `fast_mod` is < len (or 0), and len never exceeds the level's slots; `get` keeps a torn read
             // (discarded below anyway) from panicking.
             let Some(slot) = half.slots.get(fast_mod(n, magic, len) as usize) else {
@@ -386,6 +461,100 @@ mod tests {
         }
         assert_eq!(counts, [143, 143, 143, 143, 143, 143, 142]);
         assert_eq!(ring.generation(), 1);
+    }
+
+    #[test]
+    fn a_lone_thread_stays_on_stripe_zero_and_walks_from_the_first_slot() {
+        let values: Vec<u32> = (0..1000).collect();
+        let ring = PublishedRing::new(&values);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let picks: Vec<u32> = (0..2500).map(|_| ring.pick()).collect();
+                let expected: Vec<u32> = (0..2500).map(|i| i % 1000).collect();
+                assert_eq!(picks, expected, "one cursor's walk, from slot 0");
+                assert_eq!(current_stripe(), 0);
+            });
+        });
+        for (i, c) in ring.cursors.iter().enumerate() {
+            let moved = c.0.load(Ordering::Relaxed).wrapping_sub(stripe_start(i));
+            assert_eq!(moved, if i == 0 { 2500 } else { 0 }, "stripe {i}");
+        }
+    }
+
+    #[test]
+    fn contention_moves_the_thread_off_its_stripe_for_good() {
+        let ring = PublishedRing::new(&[5; 10]);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut stripe = 0;
+                for _ in 0..3 * STRIPES {
+                    let from = stripe;
+                    let n = ring.advance_contended(&mut stripe);
+                    assert_ne!(stripe, from, "a move leaves the contended stripe");
+                    assert_eq!(current_stripe(), stripe, "and sticks to the thread");
+                    assert_eq!(
+                        ring.cursors[stripe]
+                            .0
+                            .load(Ordering::Relaxed)
+                            .wrapping_sub(n),
+                        1,
+                        "the pick is taken on the new stripe"
+                    );
+                }
+                assert_eq!(ring.pick(), 5);
+            });
+        });
+    }
+
+    #[test]
+    fn concurrent_picks_are_contiguous_runs_of_each_stripe() {
+        // 7 values over 1000 slots; three threads pick together. Whatever stripes they settle on, the picks
+        // are exactly the slots under each cursor's run from its start to where it ends.
+        let values: Vec<u32> = (0..1000).map(|i| i % 7).collect();
+        let ring = PublishedRing::new(&values);
+        let per_thread = 100_000;
+        let start = std::sync::Barrier::new(3);
+        let seen: Vec<[u64; 7]> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..3)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        let mut counts = [0u64; 7];
+                        for _ in 0..per_thread {
+                            counts[ring.pick() as usize] += 1;
+                        }
+                        counts
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        let mut total = [0u64; 7];
+        for counts in &seen {
+            for (t, c) in total.iter_mut().zip(counts) {
+                *t += c;
+            }
+        }
+        let (mut expected, mut used) = ([0u64; 7], 0u64);
+        for (i, c) in ring.cursors.iter().enumerate() {
+            let (mut n, end) = (stripe_start(i), c.0.load(Ordering::Relaxed));
+            used += u64::from(n != end);
+            while n != end {
+                expected[values[n as usize % values.len()] as usize] += 1;
+                n = n.wrapping_add(1);
+            }
+        }
+        assert_eq!(total, expected);
+        assert_eq!(total.iter().sum::<u64>(), 3 * per_thread);
+        // The documented bound: within `slots` of the exact share per stripe in use.
+        for (v, &got) in total.iter().enumerate() {
+            let slots = values.iter().filter(|&&x| x as usize == v).count() as f64;
+            let exact = (3 * per_thread) as f64 * slots / values.len() as f64;
+            assert!(
+                (got as f64 - exact).abs() <= used as f64 * slots,
+                "value {v}: {got} picks, exact share {exact}, {used} stripes"
+            );
+        }
     }
 
     #[test]

@@ -100,6 +100,29 @@ impl Refreshed {
 ///
 /// `choose` is lock-free and allocation-free and may be called from any number of threads while another
 /// thread calls `refresh` or `set_topology` (those two serialise on an internal mutex).
+///
+/// # Distribution guarantee
+///
+/// The published ring has `capacity` slots, `c` of them for a target with its share of the weights. Picks
+/// advance one of [`STRIPES`](super::ring::STRIPES) cursors, the calling thread's *stripe* (details in
+/// [`ring`](super::ring#cursor-stripes)). Between two publications of the ring:
+///
+/// * **Per stripe:** the picks taken on one stripe are consecutive values of its cursor, so any `capacity`
+///   consecutive picks of a stripe return each in-scope target exactly as often as it has slots.
+/// * **A single chooser thread** stays on stripe 0 for as long as it never meets contention, and stripe 0
+///   starts at the ring's first slot: its picks are exactly those of one shared cursor, the same sequence
+///   for the same seed, and any `capacity` consecutive picks of its own are one exact pass.
+/// * **Overall**, from all threads together: a target with `c` slots receives its exact share
+///   (`picks × c / capacity`) to within `c` for every stripe in use, so to within `c × STRIPES` at worst
+///   however many threads choose and however their picks interleave. Threads that choose concurrently
+///   spread over the stripes (a thread moves to another stripe whenever its cursor update loses a race),
+///   so with fewer choosing threads than stripes each usually ends up with a stripe, and exact passes, of
+///   its own. What is given up is one global round: two threads' passes are no longer interleaved into a
+///   single pass, so over a short window the overall mix can be off by up to one pass per stripe in use.
+///
+/// Without striping, the one cursor every pick advanced was a cache line written by every choosing core,
+/// and a pick from two threads cost several times a pick from one (`choose_2_threads` against
+/// `choose_1_thread` in `benches/routing.rs`).
 pub struct LoadAwareRouter {
     ring: PublishedRing,
     scope: AtomicU8,
@@ -173,8 +196,10 @@ impl LoadAwareRouter {
     }
 
     /// The next target. Lock-free and allocation-free. Between refreshes, any `capacity` consecutive picks
-    /// (from all threads together) return each in-scope target exactly as many times as it has ring slots;
-    /// a pick that overlaps a refresh returns a target of the ring published before or after it.
+    /// of one cursor stripe (those of a thread choosing alone, in particular) return each in-scope target
+    /// exactly as many times as it has ring slots, and all threads together stay within one pass per stripe
+    /// in use of the exact shares (see [the guarantee](Self#distribution-guarantee)); a pick that overlaps a
+    /// refresh returns a target of the ring published before or after it.
     #[inline]
     pub fn choose(&self) -> TargetId {
         TargetId(self.ring.pick())
