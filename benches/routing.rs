@@ -3,6 +3,12 @@
 //!
 //! Run: `cargo bench --bench routing -- --warm-up-time 1 --measurement-time 3`.
 //! The two-thread figures are wall time per pick *per thread* (both threads pick concurrently).
+//! `choose_2_threads/router_per_thread` is the floor for two threads: each thread picks from a router of
+//! its own, so nothing is shared. `choose_2_threads/load_aware` (one router, both threads) should stay
+//! close to it; a large gap means choosers contend on a shared cache line again (before the cursor was
+//! striped, a shared router cost several times the floor). Both threads need a core each for the figures
+//! to mean anything: on a busy machine they time-share one core and every two-thread figure is about
+//! twice the one-thread one.
 
 use std::hint::black_box;
 use std::sync::{Barrier, Mutex};
@@ -105,16 +111,18 @@ impl MutexRouter {
     }
 }
 
-/// Runs `pick` `iters` times on each of two threads started together; returns the wall time.
-fn two_threads(iters: u64, pick: &(dyn Fn() -> TargetId + Sync)) -> Duration {
+/// Runs `pick(thread)` `iters` times on each of two threads (`thread` 0 and 1) started together; returns
+/// the wall time.
+fn two_threads(iters: u64, pick: &(dyn Fn(usize) -> TargetId + Sync)) -> Duration {
     let start = Barrier::new(3);
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..2)
-            .map(|_| {
-                s.spawn(|| {
+            .map(|thread| {
+                let start = &start;
+                s.spawn(move || {
                     start.wait();
                     for _ in 0..iters {
-                        black_box(pick());
+                        black_box(pick(thread));
                     }
                 })
             })
@@ -138,12 +146,23 @@ fn choose_benches(c: &mut Criterion) {
     g.bench_function("mutex", |b| b.iter(|| black_box(naive.choose())));
     g.finish();
 
+    let own: Vec<LoadAwareRouter> = (0..2)
+        .map(|_| {
+            let r = LoadAwareRouter::new(&topology(10), config()).unwrap();
+            r.refresh(&mapping(10));
+            r
+        })
+        .collect();
+
     let mut g = c.benchmark_group("choose_2_threads");
     g.bench_function("load_aware", |b| {
-        b.iter_custom(|iters| two_threads(iters, &|| router.choose()))
+        b.iter_custom(|iters| two_threads(iters, &|_| router.choose()))
+    });
+    g.bench_function("router_per_thread", |b| {
+        b.iter_custom(|iters| two_threads(iters, &|thread| own[thread].choose()))
     });
     g.bench_function("mutex", |b| {
-        b.iter_custom(|iters| two_threads(iters, &|| naive.choose()))
+        b.iter_custom(|iters| two_threads(iters, &|_| naive.choose()))
     });
     g.finish();
 }

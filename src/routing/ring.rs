@@ -25,8 +25,8 @@
 //! # Cursor stripes
 //!
 //! One cursor shared by every choosing thread is one cache line written by every core: a pick from two
-//! threads costs an order of magnitude more than a pick from one. So the ring has [`STRIPES`] cursors, each
-//! on its own cache line, and a thread advances one of them, its *stripe*:
+//! threads costs several times a pick from one. So the ring has [`STRIPES`] cursors, each on its own cache
+//! line, and a thread advances one of them, its *stripe*:
 //!
 //! * A thread starts on stripe 0 and stays there until it meets contention, i.e. until the compare-exchange
 //!   that advances its cursor fails because another thread advanced the same cursor in between. It then

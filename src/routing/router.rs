@@ -121,8 +121,8 @@ impl Refreshed {
 ///   single pass, so over a short window the overall mix can be off by up to one pass per stripe in use.
 ///
 /// Without striping, the one cursor every pick advanced was a cache line written by every choosing core,
-/// and a pick from two threads cost an order of magnitude more than a pick from one (`choose_2_threads` in
-/// `benches/routing.rs`).
+/// and a pick from two threads cost several times a pick from one (`choose_2_threads` against
+/// `choose_1_thread` in `benches/routing.rs`).
 pub struct LoadAwareRouter {
     ring: PublishedRing,
     scope: AtomicU8,
