@@ -25,6 +25,8 @@
 //! Reports are written once per broker per `--report-interval-ms` (one per minute by default; the traffic is
 //! constant between changes, so only the maximum interval writes them).
 
+mod figures;
+mod fleet;
 mod host;
 mod measure;
 mod procfs;
