@@ -282,13 +282,7 @@ impl MetadataStore for MeteredStore {
 
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
         let t = Instant::now();
-        let bytes: usize = ops
-            .iter()
-            .map(|op| match op {
-                Op::Put { value, .. } => value.len(),
-                _ => 0,
-            })
-            .sum();
+        let bytes: usize = ops.iter().map(Op::value_len).sum();
         self.meters.store_bytes_written.inc_by(bytes as u64);
         let r = self.inner.batch(ops).await;
         self.meters.store_call("batch", t, &r);

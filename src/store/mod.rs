@@ -383,6 +383,14 @@ impl Op {
             Op::Check(guard) => &guard.path,
         }
     }
+
+    /// Bytes of the value a put writes (0 for a delete or a guard).
+    pub fn value_len(&self) -> usize {
+        match self {
+            Op::Put { value, .. } => value.len(),
+            Op::Delete { .. } | Op::Check(_) => 0,
+        }
+    }
 }
 
 /// The outcome of one operation of a successful batch, in the order of the operations.

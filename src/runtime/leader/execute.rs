@@ -224,13 +224,7 @@ impl Executor {
                     })
                     .collect();
                 let nodes = ops.len();
-                let bytes: usize = ops
-                    .iter()
-                    .map(|op| match op {
-                        Op::Put { value, .. } => value.len(),
-                        _ => 0,
-                    })
-                    .sum();
+                let bytes: usize = ops.iter().map(Op::value_len).sum();
                 if ops.is_empty() {
                     // Nothing changed: the flush writes nothing (the status follows with the next change).
                     self.sh.meters.recent.flush(FlushSample {
