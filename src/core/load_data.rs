@@ -95,9 +95,42 @@ pub struct BrokerEntry {
     pub time_average: TimeAverageBrokerData,
     /// Bundles assigned to it that its report does not list yet.
     pub preallocated: BTreeSet<String>,
+    /// What `preallocated` adds up to, kept current by [`LoadData`] (see [`PreallocatedLoad`]).
+    pub preallocated_load: PreallocatedLoad,
+    /// Namespace → how many bundles of it the report's `bundles` lists (Pulsar's
+    /// `brokerToNamespaceToBundleRange`, without the preallocations), kept current by [`LoadData`].
+    pub reported_namespaces: BTreeMap<String, usize>,
     /// The extensible manager's EMAs (`weightedMaxEMA`, `msgThroughputEMA`), advanced once per applied report
     /// ([`crate::core::extensible`]).
     pub extensible: ExtensibleEma,
+}
+
+/// What a broker's preallocated bundles add up to. [`LoadData`] recomputes it whenever that broker's
+/// preallocations or their data change, so placement reads it in O(1): summed at every lookup, a lookup storm
+/// cost O(bundles) per lookup, since it preallocates the whole cluster before any report lists a bundle.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PreallocatedLoad {
+    /// Σ topics of their data.
+    pub topics: i64,
+    /// Σ long-term message rate (in + out) of their data, msg/s, summed in bundle-name order.
+    pub long_term_msg_rate: f64,
+    /// Namespace → how many of them.
+    pub namespaces: BTreeMap<String, usize>,
+}
+
+/// Namespace → bundles of it among `bundles`.
+fn namespace_counts<'a>(bundles: impl Iterator<Item = &'a String>) -> BTreeMap<String, usize> {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for b in bundles {
+        let ns = super::namespace_of(b);
+        match counts.get_mut(ns) {
+            Some(n) => *n += 1,
+            None => {
+                counts.insert(ns.to_owned(), 1);
+            }
+        }
+    }
+    counts
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -125,6 +158,9 @@ pub struct LoadData {
     /// Bundles with data that no broker's `lastStats` lists (stored seeds, assignments not reported yet, the
     /// last lister gone): dropped at the next report or broker removal unless preallocated.
     unlisted: BTreeSet<String>,
+    /// Unlisted bundles found preallocated by a prune: looked at again only when their preallocation ends
+    /// (back into `unlisted`), so a prune costs what changed rather than every bundle in flight.
+    held: BTreeSet<String>,
     ema_settings: EmaSettings,
 }
 
@@ -178,9 +214,11 @@ impl LoadData {
             data.brokers.insert(
                 id,
                 BrokerEntry {
+                    reported_namespaces: namespace_counts(local.bundles.iter()),
                     local,
                     time_average,
                     preallocated: BTreeSet::new(),
+                    preallocated_load: PreallocatedLoad::default(),
                     extensible,
                 },
             );
@@ -226,6 +264,7 @@ impl LoadData {
             }
         }
         let mut preallocated = BTreeSet::new();
+        let mut old_namespaces = None;
         if let Some(old) = old {
             for bundle in old.local.last_stats.keys() {
                 if report.last_stats.contains_key(bundle) {
@@ -239,43 +278,110 @@ impl LoadData {
                 }
             }
             preallocated = old.preallocated;
+            if old.local.bundles == report.bundles {
+                old_namespaces = Some(old.reported_namespaces);
+            }
         }
         // Pulsar drops a preallocation once the broker's report lists the bundle and its data exists.
+        let mut ended = Vec::new();
         preallocated.retain(|b| {
             let loaded = report.last_stats.contains_key(b) && self.bundles.contains_key(b);
             if loaded {
                 self.preallocated.remove(b);
+                ended.push(b.clone());
             }
             !loaded
         });
+        for b in ended {
+            self.preallocation_ended(&b);
+        }
+        // Bundles of this report preallocated to another broker (a move in flight) changed data too.
+        let others: BTreeSet<String> = report
+            .last_stats
+            .keys()
+            .filter_map(|b| self.preallocated.get(b))
+            .filter(|to| to.as_str() != broker)
+            .cloned()
+            .collect();
         let time_average = self.compute_time_average(&report);
+        let reported_namespaces =
+            old_namespaces.unwrap_or_else(|| namespace_counts(report.bundles.iter()));
         self.brokers.insert(
             broker.to_owned(),
             BrokerEntry {
                 local: report,
                 time_average,
                 preallocated,
+                preallocated_load: PreallocatedLoad::default(),
+                reported_namespaces,
                 extensible,
             },
         );
+        self.refresh_preallocated_load(broker);
+        for other in others {
+            self.refresh_preallocated_load(&other);
+        }
         self.prune_unlisted();
+    }
+
+    /// Recomputes what [`LoadData`] keeps from a broker entry changed through [`LoadData::broker_mut`]: its
+    /// `reported_namespaces` and [`PreallocatedLoad`]. Cost: O(its bundles and preallocations).
+    pub fn recount(&mut self, broker: &str) {
+        if let Some(e) = self.brokers.get_mut(broker) {
+            e.reported_namespaces = namespace_counts(e.local.bundles.iter());
+        }
+        self.refresh_preallocated_load(broker);
+    }
+
+    /// Recomputes `broker`'s [`PreallocatedLoad`] from its preallocations and their data. Cost: O(its
+    /// preallocations).
+    fn refresh_preallocated_load(&mut self, broker: &str) {
+        let Some(entry) = self.brokers.get(broker) else {
+            return;
+        };
+        let mut load = PreallocatedLoad {
+            namespaces: namespace_counts(entry.preallocated.iter()),
+            ..Default::default()
+        };
+        for data in entry
+            .preallocated
+            .iter()
+            .filter_map(|b| self.bundles.get(b).map(|e| &e.data))
+        {
+            load.topics += data.topics as i64;
+            load.long_term_msg_rate += data.long_term_data.total_msg_rate();
+        }
+        self.brokers
+            .get_mut(broker)
+            .expect("present")
+            .preallocated_load = load;
+    }
+
+    /// A bundle is no longer preallocated: if a prune held its data for the preallocation, the next prune
+    /// looks at it again.
+    fn preallocation_ended(&mut self, bundle: &str) {
+        if self.held.remove(bundle) {
+            self.unlisted.insert(bundle.to_owned());
+        }
     }
 
     /// Pulsar's "bundle data only for bundles some broker lists" (`updateBundleData`): drops the data of unlisted
     /// bundles that are not preallocated (Pulsar's preallocation keeps its own copy until it goes).
+    /// Cost: O(bundles that became unlisted or stopped being preallocated since the last prune).
     fn prune_unlisted(&mut self) {
         let bundles = &mut self.bundles;
         let preallocated = &self.preallocated;
-        self.unlisted.retain(|b| {
-            if !bundles.get(b).is_some_and(|e| e.reporters == 0) {
-                return false;
+        let held = &mut self.held;
+        for b in std::mem::take(&mut self.unlisted) {
+            if !bundles.get(&b).is_some_and(|e| e.reporters == 0) {
+                continue;
             }
-            if preallocated.contains_key(b) {
-                return true;
+            if preallocated.contains_key(&b) {
+                held.insert(b);
+                continue;
             }
-            bundles.remove(b);
-            false
-        });
+            bundles.remove(&b);
+        }
     }
 
     /// Sets the weights and history percentage of the extensible EMAs. Brokers whose only sample was taken with
@@ -333,6 +439,7 @@ impl LoadData {
         for id in ids {
             let t = self.compute_time_average(&self.brokers[&id].local);
             self.brokers.get_mut(&id).expect("present").time_average = t;
+            self.refresh_preallocated_load(&id);
         }
     }
 
@@ -348,7 +455,17 @@ impl LoadData {
                 }
             }
         }
-        self.preallocated.retain(|_, b| b != broker);
+        let mut ended = Vec::new();
+        self.preallocated.retain(|b, to| {
+            let keep = to != broker;
+            if !keep {
+                ended.push(b.clone());
+            }
+            keep
+        });
+        for b in ended {
+            self.preallocation_ended(&b);
+        }
         self.prune_unlisted();
         Some(entry)
     }
@@ -368,11 +485,13 @@ impl LoadData {
     pub fn remove_bundle(&mut self, bundle: &str) -> Option<BundleData> {
         let data = self.bundles.remove(bundle).map(|e| e.data);
         self.unlisted.remove(bundle);
+        self.held.remove(bundle);
         self.recently_unloaded.remove(bundle);
         if let Some(broker) = self.preallocated.remove(bundle) {
             if let Some(e) = self.brokers.get_mut(&broker) {
                 e.preallocated.remove(bundle);
             }
+            self.refresh_preallocated_load(&broker);
         }
         let listing: Vec<String> = self
             .brokers
@@ -430,10 +549,14 @@ impl LoadData {
             if let Some(e) = self.brokers.get_mut(&old) {
                 e.preallocated.remove(bundle);
             }
+            if old != broker {
+                self.refresh_preallocated_load(&old);
+            }
         }
         if let Some(e) = self.brokers.get_mut(broker) {
             e.preallocated.insert(bundle.to_owned());
         }
+        self.refresh_preallocated_load(broker);
     }
 
     /// Drops every preallocation, and the data of bundles only a preallocation kept (no broker lists them).
@@ -447,7 +570,10 @@ impl LoadData {
         self.preallocated.clear();
         for e in self.brokers.values_mut() {
             e.preallocated.clear();
+            e.preallocated_load = PreallocatedLoad::default();
         }
+        let held = std::mem::take(&mut self.held);
+        self.unlisted.extend(held);
         self.prune_unlisted();
         dropped
     }
@@ -472,7 +598,9 @@ impl LoadData {
         self.brokers.get(id)
     }
 
-    /// Mutable access to one broker's entry (tests and simulators).
+    /// Mutable access to one broker's entry (tests and simulators). Its `preallocated_load` and
+    /// `reported_namespaces` are kept by [`LoadData`]: change preallocations through [`LoadData::preallocate`],
+    /// and call [`LoadData::recount`] after changing the report's `bundles`.
     pub fn broker_mut(&mut self, id: &str) -> Option<&mut BrokerEntry> {
         self.brokers.get_mut(id)
     }
@@ -494,9 +622,11 @@ impl LoadData {
         self.brokers.insert(
             id.to_owned(),
             BrokerEntry {
+                reported_namespaces: namespace_counts(local.bundles.iter()),
                 local,
                 time_average,
                 preallocated: BTreeSet::new(),
+                preallocated_load: PreallocatedLoad::default(),
                 extensible,
             },
         );
@@ -522,6 +652,9 @@ impl LoadData {
                     .insert(name.to_owned(), BundleEntry { data, reporters: 0 });
                 self.unlisted.insert(name.to_owned());
             }
+        }
+        if let Some(broker) = self.preallocated.get(name).cloned() {
+            self.refresh_preallocated_load(&broker);
         }
     }
 

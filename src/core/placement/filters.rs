@@ -119,11 +119,11 @@ pub fn filter_max_topics_extensible(
 /// Namespaces of the same anti-affinity group each broker owns (by bundles or preallocations). Brokers
 /// owning none are absent.
 pub fn anti_affinity_counts(ctx: &PlacementContext<'_>, group: &str) -> BTreeMap<usize, usize> {
-    let index = ctx.ownership();
     let mut counts = BTreeMap::new();
-    for (i, namespaces) in index.iter().enumerate() {
-        let n = namespaces
-            .keys()
+    for i in 0..ctx.brokers.len() {
+        let n = ctx
+            .namespaces_of(i)
+            .into_iter()
             .filter(|ns| {
                 ctx.policies
                     .anti_affinity_group(ns)
@@ -214,8 +214,7 @@ pub fn filter_distribute_evenly(
     {
         return None;
     }
-    let index = ctx.ownership();
-    let count = |i: &usize| index[*i].get(ns).copied().unwrap_or(0);
+    let count = |i: &usize| ctx.namespace_bundles(*i, ns);
     let least = candidates.iter().map(count).min().unwrap_or(0);
     let before = candidates.len();
     candidates.retain(|i| count(i) <= least);

@@ -29,13 +29,7 @@ pub(super) fn score(ctx: &PlacementContext<'_>, i: usize) -> f64 {
     if b.w5 > threshold {
         return f64::INFINITY;
     }
-    let preallocated: f64 = b
-        .entry
-        .preallocated
-        .iter()
-        .filter_map(|x| ctx.load.bundle(x))
-        .map(|d| d.long_term_data.total_msg_rate())
-        .sum();
+    let preallocated = b.entry.preallocated_load.long_term_msg_rate;
     let rate = preallocated + b.entry.time_average.long_term_msg_rate();
     if ctx
         .settings

@@ -29,7 +29,7 @@ mod least_resource;
 pub use least_resource::{ExtensibleLeastResourceUsage, LeastResourceUsage};
 
 use std::cell::{Cell, OnceCell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 use foldhash::HashMap;
 use std::rc::Rc;
@@ -83,7 +83,6 @@ pub struct PlacementContext<'a> {
     pub brokers: Vec<BrokerInfo<'a>>,
     /// Now, epoch ms: the instant the placement is decided at.
     pub now: i64,
-    ownership: OnceCell<Vec<BTreeMap<String, usize>>>,
     /// Per pipeline (modular, extensible) and topic kind (persistent, non-persistent): namespace → candidates.
     candidates: RefCell<[HashMap<String, Rc<Candidates>>; 4]>,
     /// Per slot: the candidates shared by namespaces that no namespace-specific filter applies to.
@@ -119,12 +118,7 @@ impl<'a> PlacementContext<'a> {
         let brokers = load
             .brokers()
             .map(|(id, e)| {
-                let prealloc_topics: i64 = e
-                    .preallocated
-                    .iter()
-                    .filter_map(|b| load.bundle(b))
-                    .map(|d| d.topics as i64)
-                    .sum();
+                let prealloc_topics = e.preallocated_load.topics;
                 BrokerInfo {
                     id: id.as_str(),
                     host: broker_host(id),
@@ -146,7 +140,6 @@ impl<'a> PlacementContext<'a> {
             policies,
             brokers,
             now: 0,
-            ownership: OnceCell::new(),
             candidates: RefCell::new(Default::default()),
             generic_candidates: RefCell::new(Default::default()),
             lltmr_scores: OnceCell::new(),
@@ -309,26 +302,22 @@ impl<'a> PlacementContext<'a> {
         found
     }
 
-    /// Per broker (by index): namespace → bundles it owns or has preallocated. Built on first use.
-    pub fn ownership(&self) -> &Vec<BTreeMap<String, usize>> {
-        self.ownership.get_or_init(|| {
-            self.brokers
-                .iter()
-                .map(|b| {
-                    let mut m: BTreeMap<String, usize> = BTreeMap::new();
-                    for bundle in b
-                        .entry
-                        .local
-                        .bundles
-                        .iter()
-                        .chain(b.entry.preallocated.iter())
-                    {
-                        *m.entry(namespace_of(bundle).to_owned()).or_insert(0) += 1;
-                    }
-                    m
-                })
-                .collect()
-        })
+    /// How many bundles of namespace `ns` broker `i` (by index) owns or has preallocated. O(log), from the
+    /// counts [`LoadData`] keeps.
+    pub fn namespace_bundles(&self, i: usize, ns: &str) -> usize {
+        let e = self.brokers[i].entry;
+        e.reported_namespaces.get(ns).copied().unwrap_or(0)
+            + e.preallocated_load.namespaces.get(ns).copied().unwrap_or(0)
+    }
+
+    /// The namespaces broker `i` (by index) owns or has preallocated a bundle of, each once, in name order.
+    pub fn namespaces_of(&self, i: usize) -> BTreeSet<&str> {
+        let e = self.brokers[i].entry;
+        e.reported_namespaces
+            .keys()
+            .chain(e.preallocated_load.namespaces.keys())
+            .map(String::as_str)
+            .collect()
     }
 
     fn ids(&self, list: &[usize]) -> String {

@@ -427,6 +427,7 @@ fn even_distribution_is_off_by_default_except_for_the_system_namespace() {
         .local
         .bundles
         .insert("public/default/0x00000000_0x10000000".into());
+    load.recount("a:1");
     let mut s = Settings::default();
     let p = ClusterPolicies::none();
     let ctx = PlacementContext::new(&load, &s, &p);
@@ -496,6 +497,7 @@ fn overloaded_choice_is_re_selected_over_the_policy_candidates() {
         .local
         .bundles
         .insert("pulsar/system/0x00000000_0x10000000".into());
+    load.recount("b:1");
     let s = Settings::default();
     let p = ClusterPolicies::none();
     let mut state = PlacementState::new(Placement::LeastLongTermMessageRate);
