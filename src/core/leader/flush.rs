@@ -133,8 +133,21 @@ impl Leader {
         ranked
     }
 
-    /// One flush: a sample for every bundle, then the changed values and the status in one batch.
+    /// One flush: a sample for every bundle, then the changed values and the status in one batch. Skipped
+    /// while the previous flush's batch is still being written (a runtime writes it beside the other events, so
+    /// a large first flush does not hold up the reports behind it).
     pub(super) fn flush(&mut self, now: i64) {
+        if self
+            .pending
+            .values()
+            .any(|p| matches!(p, Pending::Flush(_)))
+        {
+            self.log(
+                Level::Info,
+                "flush skipped: the previous flush is still being written",
+            );
+            return;
+        }
         self.load.resample_all();
         let mut writes = Vec::new();
         let mut bundles = BTreeMap::new();

@@ -385,6 +385,40 @@ fn a_flush_where_nothing_changed_writes_nothing() {
 }
 
 #[test]
+fn a_flush_waits_for_the_previous_one_to_be_written() {
+    let (mut leader, _) = hot_owner(ShedderKind::AvgShedder);
+    // The runtime writes a flush beside other events: its outcome comes later.
+    let first = leader.handle(900_000, Event::Tick(Tick::Flush));
+    let ticket = first
+        .iter()
+        .find_map(|c| match c {
+            Command::Flush { ticket, .. } => Some(*ticket),
+            _ => None,
+        })
+        .expect("a flush");
+    let flushes = |out: &[Command]| {
+        out.iter()
+            .filter(|c| matches!(c, Command::Flush { .. }))
+            .count()
+    };
+    assert_eq!(
+        flushes(&leader.handle(910_000, Event::Tick(Tick::Flush))),
+        0
+    );
+    leader.handle(
+        910_001,
+        Event::Done {
+            ticket,
+            outcome: Outcome::Written(Vec::new()),
+        },
+    );
+    assert_eq!(
+        flushes(&drive(&mut leader, 920_000, Event::Tick(Tick::Flush))),
+        1
+    );
+}
+
+#[test]
 fn a_split_parent_is_forgotten_and_never_proposed_again() {
     for shedder in ShedderKind::ALL {
         let (mut leader, all) = hot_owner(shedder);

@@ -18,6 +18,9 @@ use crate::store::{CreateOptions, Error, MetadataStoreExt, Op, OpResult, CREATE_
 
 use super::{inbox, Executor, OpenRequest, SplitPointsAnswer, Step, Stop};
 
+/// Record writes combined into one fenced batch ([`Executor::write_combined`]).
+const RECORDS_PER_MULTI: usize = 16;
+
 /// Answered requests are removed after this long; unanswered ones (the asker gave up) after the second.
 const ANSWERED_TTL_MS: i64 = 60_000;
 const UNANSWERED_TTL_MS: i64 = 600_000;
@@ -88,8 +91,9 @@ impl Executor {
         Self::fenced(&self.election, ops, deleting).await
     }
 
-    /// Writes records, each in a fenced batch of its own, all in flight together; the outcomes in the order
-    /// of `writes` (every command a [`Command::WriteRecord`] of a distinct bundle).
+    /// Writes records, [`RECORDS_PER_MULTI`] per fenced batch, all in flight together (a record of a combined
+    /// batch that failed is written again on its own, so one conflict costs no other record its write); the
+    /// outcomes in the order of `writes` (every command a [`Command::WriteRecord`] of a distinct bundle).
     pub(super) async fn write_records(&mut self, writes: Vec<Command>) -> Step<Vec<Event>> {
         let mut records = Vec::with_capacity(writes.len());
         let mut batches = Vec::with_capacity(writes.len());
@@ -122,17 +126,15 @@ impl Executor {
             records.push((ticket, record, wanted));
         }
         let election = self.election.clone();
-        let results = futures::future::join_all(
-            batches
-                .iter()
-                .map(|ops| Self::fenced(&election, ops.clone(), false)),
-        )
-        .await;
+        let results = Self::write_combined(&election, &batches).await?;
         let mut events = Vec::with_capacity(records.len());
         for (((ticket, record, wanted), outcome), ops) in
             records.into_iter().zip(results).zip(batches)
         {
-            let mut outcome = outcome?;
+            let mut outcome = match outcome {
+                Some(outcome) => outcome,
+                None => Self::fenced(&election, ops.clone(), false).await?,
+            };
             if matches!(outcome, Outcome::Failed(_))
                 && ops.iter().any(|o| matches!(o, Op::Delete { .. }))
             {
@@ -150,6 +152,40 @@ impl Executor {
             events.push(Event::Done { ticket, outcome });
         }
         Ok(events)
+    }
+
+    /// Writes the records' batches [`RECORDS_PER_MULTI`] to one fenced batch, all in flight together: the
+    /// outcome of each record whose combined batch was written, `None` for the records of a combined batch
+    /// that failed (a conflict of one fails all of it), to be written again each on its own. On ZooKeeper a
+    /// batch is one transaction, so a lookup storm costs the server a transaction per
+    /// [`RECORDS_PER_MULTI`] records instead of one each.
+    async fn write_combined(
+        election: &crate::coordination::LeaderElection,
+        batches: &[Vec<Op>],
+    ) -> Step<Vec<Option<Outcome>>> {
+        let groups: Vec<&[Vec<Op>]> = batches.chunks(RECORDS_PER_MULTI).collect();
+        let results = futures::future::join_all(groups.iter().map(|group| {
+            let ops: Vec<Op> = group.iter().flatten().cloned().collect();
+            election.fenced_batch(ops)
+        }))
+        .await;
+        let mut outcomes = Vec::with_capacity(batches.len());
+        for (group, result) in groups.into_iter().zip(results) {
+            match result {
+                Ok(results) => {
+                    let mut rest = results.as_slice();
+                    for ops in group {
+                        let (mine, after) = rest.split_at(ops.len().min(rest.len()));
+                        outcomes.push(Some(Outcome::Written(put_versions(mine))));
+                        rest = after;
+                    }
+                }
+                Err(Error::Fenced { .. }) => return Err(Stop::Fenced),
+                Err(Error::Closed) => return Err(Stop::Closed),
+                Err(_) => outcomes.extend(group.iter().map(|_| None)),
+            }
+        }
+        Ok(outcomes)
     }
 
     /// A fenced batch's outcome for the core (see [`Executor::batch`]), without borrowing the executor.
@@ -239,20 +275,28 @@ impl Executor {
                     }));
                 }
                 ops.push(Op::put(paths::LEADER_STATUS, to_json_vec(&status)));
-                let started = tokio::time::Instant::now();
-                let outcome = self.batch(ops, false).await?;
-                let took = started.elapsed();
-                self.sh.meters.flush_duration.observe(took.as_secs_f64());
-                if let Outcome::Written(_) = outcome {
-                    self.sh.meters.flush_nodes.inc_by(nodes as u64);
-                    self.sh.meters.recent.flush(FlushSample {
-                        nodes,
-                        bytes,
-                        duration: took,
-                        wrote: true,
-                    });
-                }
-                Ok(Some(Event::Done { ticket, outcome }))
+                // Written beside the other events (a first flush of 100,000 new nodes takes seconds); the
+                // outcome comes back through `flushed_rx`, and the core skips flushes until it has.
+                let election = self.election.clone();
+                let sh = self.sh.clone();
+                let done = self.flushed_tx.clone();
+                self.background.spawn(async move {
+                    let started = tokio::time::Instant::now();
+                    let outcome = Self::fenced(&election, ops, false).await;
+                    let took = started.elapsed();
+                    sh.meters.flush_duration.observe(took.as_secs_f64());
+                    if let Ok(Outcome::Written(_)) = outcome {
+                        sh.meters.flush_nodes.inc_by(nodes as u64);
+                        sh.meters.recent.flush(FlushSample {
+                            nodes,
+                            bytes,
+                            duration: took,
+                            wrote: true,
+                        });
+                    }
+                    let _ = done.send((ticket, outcome));
+                });
+                Ok(None)
             }
             Command::Delete { ticket, node, why } => {
                 let path = node_path(&node);

@@ -30,6 +30,9 @@ pub(super) type Entries = HashMap<String, BTreeSet<String>>;
 /// Ops of one batch of the repair at load.
 const REPAIR_BATCH: usize = 64;
 
+/// Entries rewritten per fenced batch when ownership nodes went ([`Executor::owners_gone`]).
+const GONE_BATCH: usize = 64;
+
 /// The brokers `record` needs an entry for: its destination, and the source while the move is unfinished.
 pub(super) fn wanted(record: &BundleAssignment) -> BTreeSet<String> {
     let mut brokers = BTreeSet::from([record.destination.clone()]);
@@ -168,27 +171,47 @@ impl Executor {
         Ok(())
     }
 
-    /// A bundle's ownership node is gone: writes its destination's entry again when the record names a
-    /// registered broker (see the module docs).
-    pub(super) async fn owner_gone(&mut self, bundle: &str) -> Step {
-        let Some((record, _)) = self.core.records().get(bundle) else {
-            return Ok(());
-        };
-        let destination = record.destination.clone();
-        if self.core.load().broker(&destination).is_none() {
-            return Ok(());
-        }
-        let op = Op::put(paths::inbox(&destination, bundle), Vec::new());
-        match self.election.fenced_batch(vec![op]).await {
-            Ok(_) => {
-                self.entries
-                    .entry(bundle.to_owned())
-                    .or_default()
-                    .insert(destination);
-                Ok(())
+    /// Bundles whose ownership node is gone: writes each one's destination entry again when its record names a
+    /// registered broker (see the module docs), [`GONE_BATCH`] entries per fenced batch, all in flight together.
+    pub(super) async fn owners_gone(&mut self, bundles: &[String]) -> Step {
+        let notify: Vec<(String, String)> = bundles
+            .iter()
+            .filter_map(|bundle| {
+                let (record, _) = self.core.records().get(bundle)?;
+                self.core
+                    .load()
+                    .broker(&record.destination)
+                    .is_some()
+                    .then(|| (bundle.clone(), record.destination.clone()))
+            })
+            .collect();
+        let election = self.election.clone();
+        let results = futures::future::join_all(notify.chunks(GONE_BATCH).map(|chunk| {
+            let ops = chunk
+                .iter()
+                .map(|(bundle, destination)| Op::put(paths::inbox(destination, bundle), Vec::new()))
+                .collect();
+            let election = election.clone();
+            async move { election.fenced_batch(ops).await }
+        }))
+        .await;
+        for (chunk, result) in notify.chunks(GONE_BATCH).zip(results) {
+            match result {
+                Ok(_) => {
+                    for (bundle, destination) in chunk {
+                        self.entries
+                            .entry(bundle.clone())
+                            .or_default()
+                            .insert(destination.clone());
+                    }
+                }
+                Err(e) => self.soft(
+                    e,
+                    &format!("notifying the destinations of {} bundles", chunk.len()),
+                )?,
             }
-            Err(e) => self.soft(e, &format!("notifying {destination} of {bundle}")),
         }
+        Ok(())
     }
 }
 

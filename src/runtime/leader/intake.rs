@@ -1,4 +1,9 @@
-//! Store notifications and request nodes into core events: each notification re-reads only the node it names.
+//! Store notifications and request nodes into core events: each notification re-reads only the node it names,
+//! and the nodes of notifications that queued up together are read together.
+
+use std::collections::HashSet;
+
+use futures::StreamExt;
 
 use crate::bundle::{BundleName, NamespaceName, TopicName};
 use crate::core::leader::{Event, Request};
@@ -7,103 +12,234 @@ use crate::model::records::{AdminRequest, BundleAssignment, RequestOp};
 use crate::model::NamespaceEphemeralData;
 use crate::paths;
 use crate::runtime::namespaces::read_bundles;
-use crate::store::{MetadataStoreExt, NotificationType};
+use crate::store::{GetResult, MetadataStoreExt, Notification, NotificationType};
 
 use super::load::{cluster_policies, owner_seen};
 use super::{Executor, OpenRequest, Step};
 
+/// Most notifications turned into events in one step.
+pub(super) const MAX_NOTIFICATIONS_PER_STEP: usize = 4096;
+
+/// Node reads in flight together while notifications are turned into events.
+const READS_IN_FLIGHT: usize = 256;
+
+/// The watched tree a notification came from, in the order their events go to the core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Tree {
+    /// [`paths::BROKERS`]: reports and registrations.
+    Brokers,
+    /// [`paths::OWNERSHIP`]: ownership nodes.
+    Owners,
+    /// [`paths::ASSIGNMENTS`]: assignment records.
+    Records,
+}
+
 impl Executor {
-    pub(super) async fn on_broker_node(&mut self, path: &str, kind: NotificationType) -> Step {
-        let Some(id) = paths::below(paths::BROKERS, path).filter(|r| !r.contains('/')) else {
-            return Ok(());
-        };
-        let id = id.to_owned();
-        match kind {
-            NotificationType::Deleted => self.broker_gone(&id).await,
-            NotificationType::Created | NotificationType::Modified => self.read_report(&id).await,
-            NotificationType::ChildrenChanged => Ok(()),
-        }
-    }
-
-    async fn broker_gone(&mut self, id: &str) -> Step {
-        self.applied_reports.remove(id);
-        self.step(Event::BrokerGone {
-            broker: id.to_owned(),
-        })
-        .await
-    }
-
-    async fn read_report(&mut self, id: &str) -> Step {
-        let path = paths::broker(id);
-        match self.sh.store.get(&path).await {
-            Ok(Some(found)) => {
-                let written = (found.stat.creation_revision, found.stat.version);
-                if self.applied_reports.get(id) == Some(&written) {
-                    // Already aggregated (read while loading, then notified).
-                    return Ok(());
-                }
-                self.applied_reports.insert(id.to_owned(), written);
-                let report = read_registration(&found.value, found.stat.ephemeral)
-                    .map_err(|why| format!("{path}: {why}"));
-                match &report {
-                    Err(_) => {
-                        self.sh
-                            .metrics
-                            .malformed_reports
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    /// Notifications of the brokers', ownership and record trees that queued up together (at most
+    /// [`MAX_NOTIFICATIONS_PER_STEP`]): every node they name is read once, up to [`READS_IN_FLIGHT`] reads in
+    /// flight together, then their events go to the core in order, reports first, then owners, then records
+    /// (the simulator's order at one instant). The destinations of bundles whose ownership node went are
+    /// notified together at the end.
+    ///
+    /// Read one at a time, each notification cost the leader a round trip before the next, and a lookup storm
+    /// three of them per bundle (the ownership node, the echo of each record write): the leader's loop, not
+    /// the store, bounded the cold start, and reports waited behind it.
+    pub(super) async fn on_notifications(&mut self, batch: Vec<(Tree, Notification)>) -> Step {
+        let mut targets: Vec<(Tree, String, String)> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut deleted_brokers: HashSet<String> = HashSet::new();
+        let mut deleted_records: HashSet<String> = HashSet::new();
+        for (tree, n) in batch {
+            let key = match tree {
+                Tree::Brokers => {
+                    let Some(id) =
+                        paths::below(paths::BROKERS, &n.path).filter(|r| !r.contains('/'))
+                    else {
+                        continue;
+                    };
+                    match n.kind {
+                        NotificationType::ChildrenChanged => continue,
+                        NotificationType::Deleted => {
+                            deleted_brokers.insert(id.to_owned());
+                        }
+                        NotificationType::Created | NotificationType::Modified => {}
                     }
-                    Ok(_) => {
-                        self.sh.meters.reports_applied.inc();
+                    id.to_owned()
+                }
+                Tree::Owners => match paths::bundle_below(paths::OWNERSHIP, &n.path) {
+                    Some(b) => b.to_string(),
+                    None => continue,
+                },
+                Tree::Records => match paths::bundle_below(paths::ASSIGNMENTS, &n.path) {
+                    Some(b) => {
+                        if n.kind == NotificationType::Deleted {
+                            deleted_records.insert(b.to_string());
+                        }
+                        b.to_string()
+                    }
+                    None => continue,
+                },
+            };
+            if seen.insert(n.path.clone()) {
+                targets.push((tree, key, n.path));
+            }
+        }
+        // Stable: arrival order within each tree.
+        targets.sort_by_key(|(tree, _, _)| *tree);
+        let store = self.sh.store.clone();
+        let reads: Vec<_> = targets
+            .iter()
+            .map(|(_, _, path)| {
+                let store = store.clone();
+                let path = path.clone();
+                async move { store.get(&path).await }
+            })
+            .collect();
+        let reads: Vec<Result<Option<GetResult>, crate::store::Error>> =
+            futures::stream::iter(reads)
+                .buffered(READS_IN_FLIGHT)
+                .collect()
+                .await;
+        let mut events = Vec::with_capacity(targets.len());
+        let mut lags_ms = Vec::new();
+        let mut owners_gone = Vec::new();
+        for ((tree, key, path), read) in targets.into_iter().zip(reads) {
+            let found = match read {
+                Ok(found) => found,
+                Err(e) => {
+                    self.soft(e, &format!("reading {path}"))?;
+                    continue;
+                }
+            };
+            match tree {
+                Tree::Brokers => {
+                    let deleted = deleted_brokers.contains(&key);
+                    if deleted {
+                        self.applied_reports.remove(&key);
+                        events.push(Event::BrokerGone {
+                            broker: key.clone(),
+                        });
+                    }
+                    match found {
+                        Some(found) => {
+                            if let Some((event, written_ms)) = self.report_event(&key, &path, found)
+                            {
+                                events.push(event);
+                                lags_ms.push(written_ms);
+                            }
+                        }
+                        None if !deleted => {
+                            self.applied_reports.remove(&key);
+                            events.push(Event::BrokerGone { broker: key });
+                        }
+                        None => {}
                     }
                 }
-                let written_ms = report.as_ref().map_or(0, |r| r.last_update);
-                self.step(Event::Report {
-                    broker: id.to_owned(),
-                    report,
-                })
-                .await?;
-                // The lag runs to the report being aggregated, not merely read.
-                if written_ms > 0 {
-                    let lag_ms = (self.sh.now_ms() - written_ms).max(0);
-                    self.sh.meters.report_lag.observe(lag_ms as f64 / 1000.0);
-                    self.sh.meters.recent.report_lag(lag_ms);
+                Tree::Owners => match found {
+                    Some(found) => {
+                        match serde_json::from_slice::<NamespaceEphemeralData>(&found.value) {
+                            Ok(data) => events.push(Event::OwnerSeen {
+                                bundle: key,
+                                owner: owner_seen(&data),
+                            }),
+                            Err(e) => {
+                                tracing::warn!(leader = %self.sh.broker_id, "reading {path}: {e}")
+                            }
+                        }
+                    }
+                    None => {
+                        events.push(Event::OwnerGone {
+                            bundle: key.clone(),
+                        });
+                        owners_gone.push(key);
+                    }
+                },
+                Tree::Records => {
+                    let deleted = deleted_records.contains(&key);
+                    if deleted {
+                        events.push(Event::RecordGone {
+                            bundle: key.clone(),
+                        });
+                    }
+                    match found {
+                        Some(found) => {
+                            match serde_json::from_slice::<BundleAssignment>(&found.value) {
+                                Ok(record) => events.push(Event::RecordSeen {
+                                    record,
+                                    version: found.stat.version,
+                                }),
+                                Err(e) => {
+                                    tracing::warn!(leader = %self.sh.broker_id, "reading {path}: {e}")
+                                }
+                            }
+                        }
+                        None if !deleted => events.push(Event::RecordGone { bundle: key }),
+                        None => {}
+                    }
                 }
-                Ok(())
             }
-            Ok(None) => self.broker_gone(id).await,
-            Err(e) => self.soft(e, &format!("reading {path}")),
         }
+        // One step per event, each event's writes done and their outcomes handed back before the next event,
+        // as the simulator does: what the core decides next may depend on them (a completed move counts in
+        // placement until the reports show it; `tests/consistency.rs` fails when the ownership nodes seen
+        // together go to the core in one step).
+        for event in events {
+            // A record read before an earlier event of this batch made the core write it again is stale:
+            // the core knows a later version of the same node (a deletion in between came as its own event).
+            if let Event::RecordSeen { record, version } = &event {
+                if self
+                    .core
+                    .records()
+                    .get(&record.bundle)
+                    .is_some_and(|(_, known)| *known > *version)
+                {
+                    continue;
+                }
+            }
+            self.step(event).await?;
+        }
+        if !owners_gone.is_empty() {
+            self.owners_gone(&owners_gone).await?;
+        }
+        // The lag runs to the report being aggregated, not merely read.
+        let now = self.sh.now_ms();
+        for written_ms in lags_ms.into_iter().filter(|ms| *ms > 0) {
+            let lag_ms = (now - written_ms).max(0);
+            self.sh.meters.report_lag.observe(lag_ms as f64 / 1000.0);
+            self.sh.meters.recent.report_lag(lag_ms);
+        }
+        Ok(())
     }
 
-    pub(super) async fn on_owner_node(&mut self, path: &str) -> Step {
-        let Some(bundle) = paths::bundle_below(paths::OWNERSHIP, path) else {
-            return Ok(());
-        };
-        let bundle = bundle.to_string();
-        match self.sh.store.get_json::<NamespaceEphemeralData>(path).await {
-            Ok(Some((data, _))) => {
-                let owner = owner_seen(&data);
-                self.step(Event::OwnerSeen { bundle, owner }).await
-            }
-            Ok(None) => {
-                self.step(Event::OwnerGone {
-                    bundle: bundle.clone(),
-                })
-                .await?;
-                self.owner_gone(&bundle).await
-            }
-            Err(e) => self.soft(e, &format!("reading {path}")),
+    /// The event of a report node as read, with the time the broker wrote it (epoch ms, 0 when unknown);
+    /// `None` when this incarnation and version was applied already (read while loading, then notified).
+    fn report_event(&mut self, id: &str, path: &str, found: GetResult) -> Option<(Event, i64)> {
+        let written = (found.stat.creation_revision, found.stat.version);
+        if self.applied_reports.get(id) == Some(&written) {
+            return None;
         }
-    }
-
-    pub(super) async fn on_record_node(&mut self, path: &str) -> Step {
-        let Some(bundle) = paths::bundle_below(paths::ASSIGNMENTS, path) else {
-            return Ok(());
-        };
-        match self.record_event(&bundle.to_string()).await? {
-            Some(e) => self.step(e).await,
-            None => Ok(()),
+        self.applied_reports.insert(id.to_owned(), written);
+        let report = read_registration(&found.value, found.stat.ephemeral)
+            .map_err(|why| format!("{path}: {why}"));
+        match &report {
+            Err(_) => {
+                self.sh
+                    .metrics
+                    .malformed_reports
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Ok(_) => {
+                self.sh.meters.reports_applied.inc();
+            }
         }
+        let written_ms = report.as_ref().map_or(0, |r| r.last_update);
+        Some((
+            Event::Report {
+                broker: id.to_owned(),
+                report,
+            },
+            written_ms,
+        ))
     }
 
     /// A bundle's record as it is now, as an event.

@@ -27,7 +27,9 @@ use crate::coordination::LeaderElection;
 use crate::core::leader::{Command, Event, Leader as Core, RequestId, Tick, Ticket};
 use crate::model::records::AdminRequest;
 use crate::paths;
-use crate::store::{NotificationStream, NotificationType, Stat};
+use crate::store::{Notification, NotificationStream, NotificationType, Stat};
+
+use intake::{Tree, MAX_NOTIFICATIONS_PER_STEP};
 
 /// Most record writes the executor has in flight at once.
 const MAX_WRITES_IN_FLIGHT: usize = 256;
@@ -96,6 +98,10 @@ struct Executor {
     settings: tokio::sync::watch::Receiver<crate::config::Settings>,
     /// The brokers' inbox entries, per bundle ([`inbox`]).
     entries: inbox::Entries,
+    /// Flush batches being written, with where their outcomes go; dropped (aborted) with the executor.
+    background: tokio::task::JoinSet<()>,
+    flushed_tx: mpsc::UnboundedSender<(Ticket, Step<crate::core::leader::Outcome>)>,
+    flushed_rx: mpsc::UnboundedReceiver<(Ticket, Step<crate::core::leader::Outcome>)>,
 }
 
 /// The leader task: loads everything, then reacts to notifications and timers until leadership is lost.
@@ -140,6 +146,30 @@ pub(crate) async fn run(sh: Arc<AgentShared>, election: Arc<LeaderElection>) {
     }
 }
 
+/// `first` and whatever else the brokers', ownership and records streams already queued, up to
+/// [`MAX_NOTIFICATIONS_PER_STEP`] in all (a stream that ended is seen at the next `next()`).
+fn drain(s: &mut Streams, first: (Tree, Notification)) -> Vec<(Tree, Notification)> {
+    let mut batch = vec![first];
+    loop {
+        let before = batch.len();
+        for (tree, stream) in [
+            (Tree::Brokers, &mut s.brokers),
+            (Tree::Owners, &mut s.owners),
+            (Tree::Records, &mut s.records),
+        ] {
+            while batch.len() < MAX_NOTIFICATIONS_PER_STEP {
+                match stream.try_next() {
+                    Some(n) => batch.push((tree, n)),
+                    None => break,
+                }
+            }
+        }
+        if batch.len() == before || batch.len() >= MAX_NOTIFICATIONS_PER_STEP {
+            return batch;
+        }
+    }
+}
+
 /// Subscribes first, so nothing that changes while the leader loads is missed (re-reads are idempotent).
 async fn subscribe(sh: &AgentShared) -> Result<Streams, crate::store::Error> {
     let store = &sh.store;
@@ -167,6 +197,7 @@ impl Executor {
         }
         let (points_tx, points_rx) = mpsc::unbounded_channel();
         let (local_tx, local_rx) = mpsc::unbounded_channel();
+        let (flushed_tx, flushed_rx) = mpsc::unbounded_channel();
         *sh.local_requests.lock().unwrap() = Some(local_tx);
         Executor {
             settings,
@@ -184,6 +215,9 @@ impl Executor {
             local_open: HashMap::new(),
             unloaded_sources: BTreeSet::new(),
             entries: inbox::Entries::new(),
+            background: tokio::task::JoinSet::new(),
+            flushed_tx,
+            flushed_rx,
         }
     }
 
@@ -283,15 +317,15 @@ impl Executor {
                 biased;
                 n = s.brokers.next() => match n {
                     None => Err(Stop::Closed),
-                    Some(n) => self.on_broker_node(&n.path, n.kind).await,
+                    Some(n) => self.on_notifications(drain(&mut s, (Tree::Brokers, n))).await,
                 },
                 n = s.owners.next() => match n {
                     None => Err(Stop::Closed),
-                    Some(n) => self.on_owner_node(&n.path).await,
+                    Some(n) => self.on_notifications(drain(&mut s, (Tree::Owners, n))).await,
                 },
                 n = s.records.next() => match n {
                     None => Err(Stop::Closed),
-                    Some(n) => self.on_record_node(&n.path).await,
+                    Some(n) => self.on_notifications(drain(&mut s, (Tree::Records, n))).await,
                 },
                 n = s.requests.next() => match n {
                     None => Err(Stop::Closed),
@@ -326,6 +360,11 @@ impl Executor {
                         self.on_local_requests(batch).await
                     }
                 }
+                Some((ticket, outcome)) = self.flushed_rx.recv() => match outcome {
+                    Ok(outcome) => self.step(Event::Done { ticket, outcome }).await,
+                    Err(stop) => Err(stop),
+                },
+                Some(_) = self.background.join_next(), if !self.background.is_empty() => Ok(()),
                 _ = flush.tick() => self.step(Event::Tick(Tick::Flush)).await,
                 _ = async { tokio::time::sleep(wake_in.expect("guarded")).await }, if wake_in.is_some() => {
                     self.wakes.pop_first();
