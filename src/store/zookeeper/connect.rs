@@ -94,6 +94,7 @@ impl ZkStore {
             closed: AtomicBool::new(false),
             tasks: Mutex::new(Vec::new()),
             replaced: tokio::sync::Notify::new(),
+            parents: Mutex::default(),
         });
         let started = Instant::now();
         let timeout = inner.options.first_connect_timeout();

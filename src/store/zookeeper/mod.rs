@@ -191,6 +191,9 @@ struct Inner {
     /// Woken whenever a new client is installed: operations still running on the old one give up
     /// (see [`Inner::timed`]).
     replaced: tokio::sync::Notify,
+    /// Parents of created nodes seen to exist: a multi's plan need not read them again (see
+    /// `multi.rs`). Only a hint: a parent reaped since fails the multi once, and the recovery creates it.
+    parents: Mutex<std::collections::HashSet<String>>,
 }
 
 fn address(servers: &str, chroot: &Option<String>) -> String {

@@ -31,6 +31,9 @@ pub(super) const MAX_MULTI_BYTES: usize = 900 * 1024;
 /// ([`Inner::preplan`]).
 const PREPLAN_ABOVE: usize = 8;
 
+/// Most parents remembered as existing by [`Inner::preplan`] (about 100 bytes each).
+const MAX_KNOWN_PARENTS: usize = 100_000;
+
 /// How one op of a multi is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Plan {
@@ -133,47 +136,63 @@ impl Inner {
         Ok(results)
     }
 
-    /// For a multi with more than [`PREPLAN_ABOVE`] unconditional puts or creates: finds out which nodes
-    /// exist and creates the missing parents first, all reads in flight together. Otherwise each missing node
-    /// or parent would fail the whole multi once and be re-planned one at a time, sending it again each time: a
-    /// first flush of 10,000 new bundle-data nodes in many namespaces took longer than the operation timeout.
+    /// For a multi with more than [`PREPLAN_ABOVE`] unconditional puts or creates: finds out which of the
+    /// unconditional puts' nodes exist, and which parents of the creates exist (creating the missing ones),
+    /// all reads in flight together. Otherwise each missing node or parent would fail the whole multi once and
+    /// be re-planned one at a time, sending it again each time: a first flush of 10,000 new bundle-data nodes
+    /// in many namespaces took longer than the operation timeout.
+    ///
+    /// A create-only put is not read: if its node exists the multi fails whatever the plan. A parent seen to
+    /// exist is remembered ([`Inner::parents`]) and not read again; if the server reaped it meanwhile (an
+    /// empty container), the usual recovery creates it.
     async fn preplan(&self, client: &zk::Client, ops: &[&Op], plans: &mut [Plan]) -> Result<()> {
-        let candidates: Vec<usize> = ops
+        let candidates = ops
             .iter()
             .zip(plans.iter())
-            .enumerate()
-            .filter(|(_, (op, plan))| {
+            .filter(|(op, plan)| {
                 matches!(
                     (op, plan),
                     (Op::Put { expected_version: None, options, .. }, Plan::Set(None)) if !options.sequential
                 ) || matches!(plan, Plan::Create(false))
             })
-            .map(|(i, _)| i)
-            .collect();
-        if candidates.len() <= PREPLAN_ABOVE {
+            .count();
+        if candidates <= PREPLAN_ABOVE {
             return Ok(());
         }
-        let stats =
-            futures::future::join_all(candidates.iter().map(|&i| client.check_stat(ops[i].path())))
-                .await;
-        let mut creates = Vec::new();
-        for (&i, stat) in candidates.iter().zip(stats) {
+        let unconditional: Vec<usize> = (0..ops.len())
+            .filter(|&i| {
+                matches!(
+                    (ops[i], plans[i]),
+                    (Op::Put { expected_version: None, options, .. }, Plan::Set(None)) if !options.sequential
+                )
+            })
+            .collect();
+        let stats = futures::future::join_all(
+            unconditional
+                .iter()
+                .map(|&i| client.check_stat(ops[i].path())),
+        )
+        .await;
+        for (&i, stat) in unconditional.iter().zip(stats) {
             let exists = stat
                 .map_err(|e| self.map_err(e, "batch", ops[i].path()))?
                 .is_some();
-            if matches!(plans[i], Plan::Set(None)) && !exists {
+            if !exists {
                 plans[i] = Plan::Create(false);
             }
-            if matches!(plans[i], Plan::Create(false)) {
-                creates.push(i);
-            }
         }
-        let parents: std::collections::BTreeSet<&str> = creates
-            .iter()
-            .filter_map(|&i| crate::store::path::parent_or_root(ops[i].path()))
+        let parents: std::collections::BTreeSet<&str> = (0..ops.len())
+            .filter(|&i| matches!(plans[i], Plan::Create(false)))
+            .filter_map(|i| crate::store::path::parent_or_root(ops[i].path()))
             .filter(|p| *p != "/")
             .collect();
-        let parents: Vec<&str> = parents.into_iter().collect();
+        let parents: Vec<&str> = {
+            let known = self.parents.lock().unwrap();
+            parents
+                .into_iter()
+                .filter(|p| !known.contains(*p))
+                .collect()
+        };
         let found = futures::future::join_all(parents.iter().map(|p| client.check_stat(p))).await;
         for (parent, stat) in parents.iter().zip(found) {
             let exists = stat
@@ -183,11 +202,20 @@ impl Inner {
                 // `create_parents` makes the ancestors of a path: of a child of `parent`, so `parent` too.
                 self.create_parents(client, &format!("{parent}/x")).await?;
             }
+            self.parent_exists(parent);
         }
         // The creates stay `Create(false)`: a parent removed meanwhile (an empty container the server reaped)
         // is created again by the usual recovery.
-        drop(creates);
         Ok(())
+    }
+
+    /// Remembers that `parent` exists, forgetting everything once [`MAX_KNOWN_PARENTS`] are remembered.
+    fn parent_exists(&self, parent: &str) {
+        let mut known = self.parents.lock().unwrap();
+        if known.len() >= MAX_KNOWN_PARENTS {
+            known.clear();
+        }
+        known.insert(parent.to_owned());
     }
 
     /// One atomic multi.
