@@ -98,6 +98,35 @@ pub(crate) async fn connect(
         .map_err(|e| CliError::new(format!("cannot open the store {url}: {e}")))
 }
 
+/// How long a starting broker keeps trying to open its store while the failures are transient.
+const START_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// [`connect`] for a starting broker: a transient failure (a timeout, the server unavailable) is retried with
+/// exponential backoff for [`START_RETRY_FOR`], each retry logged, so a store that is slow for a moment (an
+/// etcd server stalled on fsync, a ZooKeeper ensemble electing) does not stop the broker; anything else
+/// fails at once.
+async fn connect_at_start(
+    url: &str,
+    settings: &Settings,
+    access: &StoreAccessArgs,
+) -> Result<DynStore, CliError> {
+    use backon::{ExponentialBuilder, Retryable};
+    let options = store_options(url, settings, access)?;
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(std::time::Duration::from_millis(200))
+        .with_max_delay(std::time::Duration::from_secs(3))
+        .with_total_delay(Some(START_RETRY_FOR))
+        .without_max_times();
+    (|| store::connect(url, options.clone()))
+        .retry(backoff)
+        .when(|e: &store::Error| e.is_transient())
+        .notify(|e, after| {
+            tracing::warn!("cannot open the store {url} yet ({e}); trying again in {after:?}")
+        })
+        .await
+        .map_err(|e| CliError::new(format!("cannot open the store {url}: {e}")))
+}
+
 /// Logging to stderr with `LOADMGR_LOG` (default `default`; the store clients' own connection chatter
 /// only from warnings up, since the store logs what matters about its connection itself).
 pub(crate) fn init_logging(default: &str) {
@@ -149,7 +178,7 @@ pub fn run(args: BrokerArgs) -> CliResult {
     };
     let web_settings = settings.clone();
     super::block_on(async move {
-        let store = connect(&url, &settings, &args.access).await?;
+        let store = connect_at_start(&url, &settings, &args.access).await?;
         let agent = BrokerAgent::start(
             store.clone(),
             settings,
