@@ -51,11 +51,12 @@ fn every_phase_runs_and_reports_consistent_figures() {
             .unwrap_or_else(|| panic!("{p} missing in {v}"))
     };
     assert!(num("/registrationSeconds") > 0.0);
-    // Every bundle was looked up and owned: a positive rate, ordered percentiles, writes for each lookup
-    // (the record, the ownership node, the record marked assigned: at least 3 transactions).
+    // Every bundle was looked up and owned: a positive rate, ordered percentiles, writes for each lookup (the
+    // leader writes records 16 to a batch, but each ownership node is a transaction of its owner's session:
+    // at least 1 per lookup).
     assert!(num("/coldStart/lookupsPerSecond") > 0.0);
     assert!(num("/coldStart/p50Ms") <= num("/coldStart/p99Ms"));
-    assert!(num("/coldStart/writesPerLookup") >= 3.0, "{v}");
+    assert!(num("/coldStart/writesPerLookup") >= 1.0, "{v}");
     assert!(num("/coldStart/bytesPerLookup") > 0.0);
     // Reports every 2 s from 4 brokers over 3 s: some were written and aggregated.
     assert!(num("/steady/reportWritesPerSecond") > 0.0, "{v}");
