@@ -126,14 +126,24 @@ impl Executor {
             records.push((ticket, record, wanted));
         }
         let election = self.election.clone();
-        let results = Self::write_combined(&election, &batches).await?;
+        let combined = Self::write_combined(&election, &batches).await?;
+        // The records of failed combined batches, each on its own, all in flight together.
+        let mut alone = futures::future::join_all(
+            combined
+                .iter()
+                .zip(&batches)
+                .filter(|(outcome, _)| outcome.is_none())
+                .map(|(_, ops)| Self::fenced(&election, ops.clone(), false)),
+        )
+        .await
+        .into_iter();
         let mut events = Vec::with_capacity(records.len());
         for (((ticket, record, wanted), outcome), ops) in
-            records.into_iter().zip(results).zip(batches)
+            records.into_iter().zip(combined).zip(batches)
         {
             let mut outcome = match outcome {
                 Some(outcome) => outcome,
-                None => Self::fenced(&election, ops.clone(), false).await?,
+                None => alone.next().expect("one per failed record")?,
             };
             if matches!(outcome, Outcome::Failed(_))
                 && ops.iter().any(|o| matches!(o, Op::Delete { .. }))

@@ -3,8 +3,6 @@
 
 use std::collections::HashSet;
 
-use futures::StreamExt;
-
 use crate::bundle::{BundleName, NamespaceName, TopicName};
 use crate::core::leader::{Event, Request};
 use crate::model::load_report::read_registration;
@@ -12,16 +10,13 @@ use crate::model::records::{AdminRequest, BundleAssignment, RequestOp};
 use crate::model::NamespaceEphemeralData;
 use crate::paths;
 use crate::runtime::namespaces::read_bundles;
-use crate::store::{GetResult, MetadataStoreExt, Notification, NotificationType};
+use crate::store::{GetResult, Notification, NotificationType};
 
-use super::load::{cluster_policies, owner_seen};
+use super::load::{cluster_policies, owner_seen, read_nodes};
 use super::{Executor, OpenRequest, Step};
 
 /// Most notifications turned into events in one step.
 pub(super) const MAX_NOTIFICATIONS_PER_STEP: usize = 4096;
-
-/// Node reads in flight together while notifications are turned into events.
-const READS_IN_FLIGHT: usize = 256;
 
 /// The watched tree a notification came from, in the order their events go to the core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -36,8 +31,8 @@ pub(super) enum Tree {
 
 impl Executor {
     /// Notifications of the brokers', ownership and record trees that queued up together (at most
-    /// [`MAX_NOTIFICATIONS_PER_STEP`]): every node they name is read once, up to [`READS_IN_FLIGHT`] reads in
-    /// flight together, then their events go to the core in order, reports first, then owners, then records
+    /// [`MAX_NOTIFICATIONS_PER_STEP`]): every node they name is read once, all read together as at load
+    /// ([`read_nodes`]), then their events go to the core in order, reports first, then owners, then records
     /// (the simulator's order at one instant). The destinations of bundles whose ownership node went are
     /// notified together at the end.
     ///
@@ -86,20 +81,8 @@ impl Executor {
         }
         // Stable: arrival order within each tree.
         targets.sort_by_key(|(tree, _, _)| *tree);
-        let store = self.sh.store.clone();
-        let reads: Vec<_> = targets
-            .iter()
-            .map(|(_, _, path)| {
-                let store = store.clone();
-                let path = path.clone();
-                async move { store.get(&path).await }
-            })
-            .collect();
-        let reads: Vec<Result<Option<GetResult>, crate::store::Error>> =
-            futures::stream::iter(reads)
-                .buffered(READS_IN_FLIGHT)
-                .collect()
-                .await;
+        let paths: Vec<String> = targets.iter().map(|(_, _, path)| path.clone()).collect();
+        let reads = read_nodes(&self.sh, &paths).await;
         let mut events = Vec::with_capacity(targets.len());
         let mut lags_ms = Vec::new();
         let mut owners_gone = Vec::new();
@@ -161,20 +144,8 @@ impl Executor {
                             bundle: key.clone(),
                         });
                     }
-                    match found {
-                        Some(found) => {
-                            match serde_json::from_slice::<BundleAssignment>(&found.value) {
-                                Ok(record) => events.push(Event::RecordSeen {
-                                    record,
-                                    version: found.stat.version,
-                                }),
-                                Err(e) => {
-                                    tracing::warn!(leader = %self.sh.broker_id, "reading {path}: {e}")
-                                }
-                            }
-                        }
-                        None if !deleted => events.push(Event::RecordGone { bundle: key }),
-                        None => {}
+                    if found.is_some() || !deleted {
+                        events.extend(self.record_event_of(&key, &path, found));
                     }
                 }
             }
@@ -245,15 +216,28 @@ impl Executor {
     /// A bundle's record as it is now, as an event.
     pub(super) async fn record_event(&mut self, bundle: &str) -> Step<Option<Event>> {
         let path = paths::assignment(bundle);
-        match self.sh.store.get_json::<BundleAssignment>(&path).await {
-            Ok(Some((record, stat))) => Ok(Some(Event::RecordSeen {
-                record,
-                version: stat.version,
-            })),
-            Ok(None) => Ok(Some(Event::RecordGone {
-                bundle: bundle.to_owned(),
-            })),
+        match self.sh.store.get(&path).await {
+            Ok(found) => Ok(self.record_event_of(bundle, &path, found)),
             Err(e) => self.soft(e, &format!("reading {path}")).map(|()| None),
+        }
+    }
+
+    /// The event of record node `path` of `bundle` as read; `None` (logged) when it does not decode.
+    fn record_event_of(&self, bundle: &str, path: &str, found: Option<GetResult>) -> Option<Event> {
+        let Some(found) = found else {
+            return Some(Event::RecordGone {
+                bundle: bundle.to_owned(),
+            });
+        };
+        match serde_json::from_slice::<BundleAssignment>(&found.value) {
+            Ok(record) => Some(Event::RecordSeen {
+                record,
+                version: found.stat.version,
+            }),
+            Err(e) => {
+                tracing::warn!(leader = %self.sh.broker_id, "reading {path}: {e}");
+                None
+            }
         }
     }
 

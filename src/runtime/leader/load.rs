@@ -14,7 +14,7 @@ use crate::runtime::namespaces::{list_namespaces, read_bundles};
 use crate::runtime::ownership::list_bundles;
 use crate::runtime::shared::AgentShared;
 use crate::runtime::RuntimeError;
-use crate::store::{Error, Stat};
+use crate::store::{Error, GetResult, Stat};
 
 /// Reads in flight at once while a new leader loads: the store clients pipeline them, so a load of 100,000
 /// nodes costs a few hundred round trips, not 100,000.
@@ -25,9 +25,12 @@ pub(super) async fn read_many<T: serde::de::DeserializeOwned + Send>(
     sh: &AgentShared,
     paths: Vec<String>,
 ) -> Vec<(String, Result<Option<(T, Stat, Vec<u8>)>, Error>)> {
-    stream::iter(paths)
-        .map(|p| async move {
-            let r = match sh.store.get(&p).await {
+    let reads = read_nodes(sh, &paths).await;
+    paths
+        .into_iter()
+        .zip(reads)
+        .map(|(p, read)| {
+            let r = match read {
                 Ok(Some(g)) => match serde_json::from_slice::<T>(&g.value) {
                     Ok(v) => Ok(Some((v, g.stat, g.value))),
                     Err(e) => Err(Error::Content {
@@ -40,7 +43,26 @@ pub(super) async fn read_many<T: serde::de::DeserializeOwned + Send>(
             };
             (p, r)
         })
-        .buffer_unordered(READS_IN_FLIGHT)
+        .collect()
+}
+
+/// Reads `paths` as they are, [`READS_IN_FLIGHT`] at a time; the results in the order of `paths`.
+pub(super) async fn read_nodes(
+    sh: &AgentShared,
+    paths: &[String],
+) -> Vec<Result<Option<GetResult>, Error>> {
+    // Futures built up front, each owning its store handle and path (a closure over borrowed ones makes the
+    // leader task's future not provably `Send`).
+    let reads: Vec<_> = paths
+        .iter()
+        .map(|p| {
+            let store = sh.store.clone();
+            let p = p.clone();
+            async move { store.get(&p).await }
+        })
+        .collect();
+    stream::iter(reads)
+        .buffered(READS_IN_FLIGHT)
         .collect()
         .await
 }

@@ -146,26 +146,23 @@ impl Inner {
     /// exist is remembered ([`Inner::parents`]) and not read again; if the server reaped it meanwhile (an
     /// empty container), the usual recovery creates it.
     async fn preplan(&self, client: &zk::Client, ops: &[&Op], plans: &mut [Plan]) -> Result<()> {
+        // An unconditional non-sequential put first planned as an update: it may have to be a create.
+        let unconditional = |op: &Op, plan: Plan| {
+            matches!(
+                (op, plan),
+                (Op::Put { expected_version: None, options, .. }, Plan::Set(None)) if !options.sequential
+            )
+        };
         let candidates = ops
             .iter()
             .zip(plans.iter())
-            .filter(|(op, plan)| {
-                matches!(
-                    (op, plan),
-                    (Op::Put { expected_version: None, options, .. }, Plan::Set(None)) if !options.sequential
-                ) || matches!(plan, Plan::Create(false))
-            })
+            .filter(|(op, plan)| unconditional(op, **plan) || matches!(plan, Plan::Create(false)))
             .count();
         if candidates <= PREPLAN_ABOVE {
             return Ok(());
         }
         let unconditional: Vec<usize> = (0..ops.len())
-            .filter(|&i| {
-                matches!(
-                    (ops[i], plans[i]),
-                    (Op::Put { expected_version: None, options, .. }, Plan::Set(None)) if !options.sequential
-                )
-            })
+            .filter(|&i| unconditional(ops[i], plans[i]))
             .collect();
         let stats = futures::future::join_all(
             unconditional
