@@ -1,7 +1,7 @@
 # loadmgr — the two commands: `make test` (everything CI runs) and `make demo` (the main job).
 CARGO ?= cargo
 
-.PHONY: test demo deps fmt lint unit bench bench-cluster docker-test chaos fuzz
+.PHONY: test demo deps fmt lint unit bench bench-cluster docker-test chaos fuzz dashboard-demo
 
 ## Installs the test dependencies if needed, checks formatting and lints, runs the benchmarks once as smoke
 ## tests, then the whole test suite.
@@ -46,6 +46,12 @@ chaos: deps
 ## small one (tests/bench_cluster.rs).
 bench-cluster: deps
 	@./scripts/bench-cluster.sh
+
+## A small live cluster to look at in the dashboard (docs/dashboard.md): a ZooKeeper of its own, four brokers
+## with synthetic traffic joining one after the other, shedding, splits and an unload; prints the URL and runs
+## until Ctrl-C. DEMO_SCREENSHOT=FILE writes a headless Chromium screenshot after DEMO_SECONDS (300) instead.
+dashboard-demo: deps
+	@./scripts/dashboard-demo.sh
 
 ## Fuzzing (docs/fuzzing.md), not part of `make test`: installs cargo-fuzz if missing and runs every target of
 ## fuzz/ for FUZZ_SECONDS (default 60) each, one after the other, from its committed corpus in fuzz/corpus/;

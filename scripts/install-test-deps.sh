@@ -3,7 +3,8 @@
 # (libprotobuf-dev: only recommended by protobuf-compiler, so --no-install-recommends leaves them out, and the
 # etcd client's build needs google/protobuf/descriptor.proto), ZooKeeper 3.8
 # and etcd 3.4 servers and their command-line clients, openssl (TLS test certificates), curl (the web service
-# tests), Prometheus and promtool (scraping the brokers), and python3-venv (scripts/install-python-deps.sh), all
+# tests), Prometheus and promtool (scraping the brokers), headless Chromium and its WebDriver (the dashboard's
+# browser test), and python3-venv (scripts/install-python-deps.sh), all
 # from Debian packages. As root, missing packages are installed with apt-get; otherwise the script stops with the exact
 # command to run.
 set -euo pipefail
@@ -17,10 +18,13 @@ declare -A need=(
   [openssl]=/usr/bin/openssl
   [curl]=/usr/bin/curl
   [prometheus]=/usr/bin/prometheus
+  [chromium]=/usr/bin/chromium
+  [chromium-driver]=/usr/bin/chromedriver
+  [fonts-dejavu-core]=/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
 )
 
 missing=()
-for pkg in protobuf-compiler libprotobuf-dev zookeeper etcd-server etcd-client openssl curl prometheus; do
+for pkg in protobuf-compiler libprotobuf-dev zookeeper etcd-server etcd-client openssl curl prometheus chromium chromium-driver fonts-dejavu-core; do
   [ -e "${need[$pkg]}" ] || missing+=("$pkg")
 done
 if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then

@@ -297,6 +297,66 @@ async fn rest_api(url: &str) {
     assert_eq!(s, 200);
     assert!(doc["paths"]["/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"].is_object());
 
+    // The dashboard's data, through the follower (cluster, history and moves come from the leader's memory).
+    let (s, cl) = get(&f, "/loadmgr/v1/cluster", None);
+    assert_eq!(s, 200, "{cl}");
+    assert_eq!(
+        cl["broker"].as_str(),
+        Some(format!("127.0.0.1:{}", c.ports[leader]).as_str()),
+        "answered by the leader: {cl}"
+    );
+    assert!(cl["degraded"].is_null(), "{cl}");
+    let brokers = cl["brokers"].as_array().unwrap();
+    assert_eq!(brokers.len(), 3, "{cl}");
+    assert_eq!(brokers.iter().filter(|b| b["leader"] == true).count(), 1);
+    assert!(
+        brokers.iter().all(|b| b["summary"]["score"].is_number()),
+        "{cl}"
+    );
+    assert_eq!(cl["thresholds"]["overloaded"], 85.0);
+    assert!(cl["namespaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n["namespace"] == "public/web" && n["bundles"] == 5));
+    let (s, h) = get(&f, "/loadmgr/v1/history?minutes=10&points=20", None);
+    assert_eq!(s, 200, "{h}");
+    assert_eq!(h["scores"].as_object().unwrap().len(), 3, "{h}");
+    let (s, moves) = get(&f, "/loadmgr/v1/moves?namespace=public/web&limit=50", None);
+    assert_eq!(s, 200, "{moves}");
+    let moves = moves.as_array().unwrap();
+    assert!(
+        moves
+            .iter()
+            .any(|m| m["cause"] == "unload" && m["source"].is_string()),
+        "the namespace unload above is a move: {moves:?}"
+    );
+    assert!(moves
+        .iter()
+        .all(|m| m["bundle"].as_str().unwrap().starts_with("public/web/")));
+    let (_, only) = get(&f, "/loadmgr/v1/moves?cause=split", None);
+    assert!(
+        only.as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["cause"] == "split"),
+        "{only}"
+    );
+    let (s, rings) = get(&f, "/loadmgr/v1/rings?namespace=public/web", None);
+    assert_eq!(s, 200);
+    let ring = &rings.as_array().unwrap()[0]["bundles"];
+    assert_eq!(ring.as_array().unwrap().len(), 5, "{rings}");
+    assert_eq!(ring[0]["lower"], 0);
+    assert_eq!(ring[4]["upper"], 0xffff_ffffu64);
+    let (s, page) = request("GET", &format!("{f}/dashboard"), None, None, &[]);
+    assert_eq!(s, 200);
+    assert!(page.as_str().unwrap().contains("/dashboard/app.js"));
+    assert_eq!(
+        request("GET", &format!("{f}/"), None, None, &[]).0,
+        307,
+        "/ redirects to the dashboard"
+    );
+
     // Metrics: Pulsar's load-balancing gauges and loadmgr's counters.
     let (s, text) = get(&l, "/metrics", None);
     assert_eq!(s, 200);
@@ -417,6 +477,12 @@ async fn rest_api(url: &str) {
             412,
         ),
         ("GET", "/loadmgr/v1/plan?strategy=Nope", None, 400),
+        ("GET", "/loadmgr/v1/history?minutes=0", None, 400),
+        ("GET", "/loadmgr/v1/history?points=5000", None, 400),
+        ("GET", "/loadmgr/v1/moves?limit=0", None, 400),
+        ("GET", "/loadmgr/v1/moves?cause=whim", None, 400),
+        ("GET", "/loadmgr/v1/moves?namespace=bad*name", None, 400),
+        ("GET", "/loadmgr/v1/rings?namespace=nons", None, 400),
         ("GET", "/loadmgr/v1/namespaces/public/nope", None, 412),
         ("GET", "/no/such/path", None, 404),
         ("DELETE", "/admin/v2/brokers/health", None, 405),

@@ -118,6 +118,7 @@ impl BrokerAgent {
             meters,
             leader_status: Mutex::new(None),
             last_usage: Mutex::new(None),
+            history: Mutex::new(None),
         });
         let (stop, stop_rx) = watch::channel(false);
 

@@ -148,6 +148,7 @@ pub mod admin;
 pub mod agent;
 pub mod clock;
 pub mod cluster_policies;
+pub mod history;
 pub mod host;
 pub mod host_usage;
 pub mod http;

@@ -64,6 +64,9 @@ pub(crate) struct AgentShared {
     /// The usages of the last report this broker wrote (Pulsar's `pulsar_lb_*_usage` gauges), kept so that
     /// `/metrics` need not read the report back from the store.
     pub(crate) last_usage: Mutex<Option<crate::model::SystemResourceUsage>>,
+    /// While this broker leads: what its leader task has seen lately (reports, moves, splits), for the
+    /// dashboard ([`super::history`]).
+    pub(crate) history: Mutex<Option<super::history::History>>,
 }
 
 /// A request to this broker's leader task from the same process, with where the answer goes.

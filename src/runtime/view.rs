@@ -136,6 +136,25 @@ impl ClusterView {
         (!data.disabled && state.brokers.contains_key(&owner)).then(|| (owner, data.clone()))
     }
 
+    /// Every namespace with its bundles, in name order.
+    pub fn namespaces(&self) -> Vec<(String, NamespaceBundles)> {
+        let state = self.state.read().unwrap();
+        let mut out: Vec<(String, NamespaceBundles)> = state
+            .namespaces
+            .iter()
+            .map(|(n, b)| (n.clone(), b.clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Whoever holds `bundle`'s ownership node (registered or not) and whether it is unloading it.
+    pub fn holder(&self, bundle: &str) -> Option<(String, bool)> {
+        let state = self.state.read().unwrap();
+        let data = state.owners.get(bundle)?;
+        Some((owner_of(data)?, data.disabled))
+    }
+
     /// Every bundle owned by `broker` (ownership nodes naming it, disabled or not).
     pub fn owned_by(&self, broker: &str) -> Vec<(String, NamespaceEphemeralData)> {
         let state = self.state.read().unwrap();

@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | lookups, partition metadata, `/admin/v2/brokers/ready` | anyone | any valid token |
 //! | `/metrics` | anyone | anyone, or any valid token with `authenticateMetricsEndpoint=true` |
-//! | the OpenAPI document | anyone | anyone |
+//! | the OpenAPI document, the dashboard's files (`/`, `/dashboard...`; they hold no data) | anyone | anyone |
 //! | every other `/admin/v2` and `/loadmgr/v1` endpoint | anyone | any valid token; with `authorizationEnabled=true` a role in `superUserRoles` |
 //!
 //! A missing, malformed, expired or wrongly signed token is **401**; a valid token whose role may not do what

@@ -26,11 +26,14 @@
 //! | `brokers.rs` | `/admin/v2/brokers/...`, `/admin/v2/broker-stats/load-report` |
 //! | `namespaces.rs` | `/admin/v2/namespaces/...` |
 //! | `own.rs` | `/loadmgr/v1/...`: leader status, the live plan, assignment records |
+//! | `recent.rs` | `/loadmgr/v1/{cluster,history,moves,rings}`: what the dashboard shows |
+//! | `dashboard.rs` | `/dashboard`: the page, its script and style sheet (`dashboard/`) |
 //! | `openapi.rs` | the OpenAPI document of all of them |
 //! | `metrics.rs` | `/metrics` |
 
 pub mod auth;
 mod brokers;
+mod dashboard;
 pub mod errors;
 mod extract;
 mod lookup;
@@ -38,6 +41,7 @@ mod metrics;
 mod namespaces;
 pub mod openapi;
 mod own;
+mod recent;
 mod tls;
 
 use std::net::SocketAddr;
@@ -187,7 +191,16 @@ pub(crate) fn router(state: AppState) -> Router {
         )
         .route("/loadmgr/v1/plan", get(own::plan))
         .route("/loadmgr/v1/assignments", get(own::assignments))
+        .route("/loadmgr/v1/cluster", get(recent::cluster))
+        .route("/loadmgr/v1/history", get(recent::history))
+        .route("/loadmgr/v1/moves", get(recent::moves))
+        .route("/loadmgr/v1/rings", get(recent::rings))
         .route("/loadmgr/v1/openapi.json", get(openapi::openapi))
+        .route("/", get(dashboard::root))
+        .route("/dashboard", get(dashboard::index))
+        .route("/dashboard/app.js", get(dashboard::script))
+        .route("/dashboard/style.css", get(dashboard::style))
+        .route("/dashboard/auth.json", get(dashboard::auth_info))
         .route("/metrics", get(metrics::metrics))
         .fallback(|| async { ApiError::not_found("no such path") })
         .method_not_allowed_fallback(|| async {

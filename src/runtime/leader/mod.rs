@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::history::History;
 use super::shared::{AgentShared, LocalRequest};
 use crate::coordination::LeaderElection;
 use crate::core::leader::{Command, Event, Leader as Core, RequestId, Tick, Ticket};
@@ -113,6 +114,7 @@ pub(crate) async fn run(sh: Arc<AgentShared>, election: Arc<LeaderElection>) {
         fn drop(&mut self) {
             self.0.local_requests.lock().unwrap().take();
             self.0.leader_status.lock().unwrap().take();
+            self.0.history.lock().unwrap().take();
         }
     }
     let _clear = ClearInbox(sh.clone());
@@ -143,6 +145,77 @@ pub(crate) async fn run(sh: Arc<AgentShared>, election: Arc<LeaderElection>) {
             }
         }
         Err(e) => tracing::error!(leader = %id, "cannot start the leader tasks: {e}"),
+    }
+}
+
+/// The writes of one execution step that the [`History`] notes once they succeed: records (moves) and splits,
+/// by ticket.
+#[derive(Default)]
+struct Watched(Vec<(Ticket, Noted)>);
+
+enum Noted {
+    Record(crate::model::records::BundleAssignment),
+    Split(
+        crate::runtime::history::SplitEntry,
+        Vec<crate::model::records::BundleAssignment>,
+    ),
+}
+
+impl Watched {
+    fn note(&mut self, c: &Command) {
+        match c {
+            Command::WriteRecord { ticket, record, .. } => {
+                self.0.push((*ticket, Noted::Record(record.clone())))
+            }
+            Command::Split {
+                ticket,
+                write,
+                reason,
+            } => self.0.push((
+                *ticket,
+                Noted::Split(
+                    crate::runtime::history::SplitEntry {
+                        parent: write.parent.clone(),
+                        children: write
+                            .child_records
+                            .iter()
+                            .map(|r| r.bundle.clone())
+                            .collect(),
+                        reason: reason.clone(),
+                        at_ms: write.child_records.first().map_or(0, |r| r.created_ms),
+                    },
+                    write.child_records.clone(),
+                ),
+            )),
+            _ => {}
+        }
+    }
+
+    /// Hands what `outcomes` show written to the history.
+    fn observe(self, sh: &AgentShared, outcomes: &[Event]) {
+        if self.0.is_empty() {
+            return;
+        }
+        let mut guard = sh.history.lock().unwrap();
+        let Some(h) = guard.as_mut() else { return };
+        for (ticket, noted) in self.0 {
+            let written = outcomes.iter().any(|e| {
+                matches!(e, Event::Done { ticket: t, outcome: crate::core::leader::Outcome::Written(_) } if *t == ticket)
+            });
+            if !written {
+                continue;
+            }
+            match noted {
+                Noted::Record(r) => h.observe_record(&r),
+                Noted::Split(mut s, children) => {
+                    if s.at_ms == 0 {
+                        s.at_ms = sh.now_ms();
+                    }
+                    h.observe_split(s);
+                    children.iter().for_each(|r| h.observe_record(r));
+                }
+            }
+        }
     }
 }
 
@@ -191,6 +264,7 @@ impl Executor {
         // Subscribed before reading, so no change between the two is missed.
         let mut settings = sh.settings.subscribe();
         let initial = settings.borrow_and_update().clone();
+        let weights = initial.resource_weights();
         let mut core = Core::new(&sh.broker_id, initial, sh.seed, sh.now_ms());
         if !tracing::enabled!(tracing::Level::DEBUG) {
             core.set_log_level(Some(crate::core::leader::Level::Info));
@@ -199,6 +273,7 @@ impl Executor {
         let (local_tx, local_rx) = mpsc::unbounded_channel();
         let (flushed_tx, flushed_rx) = mpsc::unbounded_channel();
         *sh.local_requests.lock().unwrap() = Some(local_tx);
+        *sh.history.lock().unwrap() = Some(History::new(sh.now_ms(), weights));
         Executor {
             settings,
             sh,
@@ -236,6 +311,9 @@ impl Executor {
         if self.settings.has_changed().unwrap_or(false) {
             let settings = self.settings.borrow_and_update().clone();
             if &settings != self.core.settings() {
+                if let Some(h) = self.sh.history.lock().unwrap().as_mut() {
+                    h.set_weights(settings.resource_weights());
+                }
                 let now = self.sh.now_ms();
                 self.core.handle(now, Event::Settings(Box::new(settings)));
             }
@@ -243,9 +321,13 @@ impl Executor {
         let mut queue: VecDeque<Command> = VecDeque::new();
         for event in events {
             let now = self.sh.now_ms();
+            if let Some(h) = self.sh.history.lock().unwrap().as_mut() {
+                h.observe_event(now, &event);
+            }
             queue.extend(self.core.handle(now, event));
         }
         while let Some(c) = queue.pop_front() {
+            let mut watched = Watched::default();
             let follow_ups = if matches!(queue.front(), Some(Command::WriteRecord { .. }))
                 && matches!(c, Command::WriteRecord { .. })
             {
@@ -265,10 +347,13 @@ impl Executor {
                         _ => break,
                     }
                 }
+                run.iter().for_each(|c| watched.note(c));
                 self.write_records(run).await?
             } else {
+                watched.note(&c);
                 self.execute(c).await?.into_iter().collect()
             };
+            watched.observe(&self.sh, &follow_ups);
             let mut more = Vec::new();
             for follow_up in follow_ups {
                 let now = self.sh.now_ms();
