@@ -738,11 +738,25 @@ async fn run_agents(world: &World, settings: &Settings, seed: u64) -> Outcome {
         assert!(!data.disabled, "{bundle} is being released at the end");
         owners.insert(bundle, owner_of(&data).unwrap());
     }
+    // Every host serves what its agent owns once the loads in progress at the end (a move takes `move_ms`
+    // from the ownership node to serving) are done: checked `move_ms` later, against the owners then.
+    tokio::time::sleep(Duration::from_millis(world.move_ms as u64 + 1)).await;
+    let mut owners_then = BTreeMap::new();
+    for b in &before {
+        let bundle = format!("{NS}/{b}");
+        if let Some((data, _)) = admin_store
+            .get_json::<NamespaceEphemeralData>(&paths::ownership(&bundle))
+            .await
+            .unwrap()
+        {
+            owners_then.insert(bundle, owner_of(&data).unwrap());
+        }
+    }
     for (i, node) in nodes.iter().enumerate() {
         if node.agent.is_none() {
             continue;
         }
-        let mine: BTreeSet<String> = owners
+        let mine: BTreeSet<String> = owners_then
             .iter()
             .filter(|(_, o)| **o == broker_id(i))
             .map(|(b, _)| b.clone())

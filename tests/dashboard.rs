@@ -3,7 +3,8 @@
 //! broker that does not lead (the leader's data comes through the API); it must ask for a token, then show
 //! the three brokers and the leader, a chart line per broker, the namespace's hash ring and a plan; an
 //! `admin namespaces unload` must show up as moves within seconds without a reload; the browser's console must
-//! stay free of errors; and once ZooKeeper stops, the page must say the cluster cannot be shown.
+//! stay free of errors; with the leader paused (SIGSTOP) a follower must still answer, from the store, saying
+//! so; and once ZooKeeper stops, the page must say the cluster cannot be shown.
 //!
 //! Writes a screenshot to `target/dashboard.png` (and to `$LOADMGR_DASHBOARD_SCREENSHOT` when set, which is
 //! how `docs/dashboard.png` is made). Needs `chromium` and `chromium-driver` (`scripts/install-test-deps.sh`);
@@ -421,6 +422,31 @@ async fn the_dashboard_in_chromium_on_zookeeper() {
         .filter(|(level, _)| level == "SEVERE" || level == "WARNING")
         .collect();
     assert!(errors.is_empty(), "console: {errors:?}");
+
+    // A paused leader: a follower answers within its 2 s wait from the reports in the store, saying why.
+    let pid = c.children[leader].id().to_string();
+    let signal = |sig: &str| {
+        assert!(Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+            .success())
+    };
+    signal("-STOP");
+    let asked = Instant::now();
+    let (status, cluster) = get(&c.url(follower), "/loadmgr/v1/cluster", Some(&admin));
+    signal("-CONT");
+    assert_eq!(status, 200, "{cluster}");
+    assert!(
+        cluster["degraded"].as_str().is_some_and(|d| !d.is_empty()),
+        "{cluster}"
+    );
+    assert_eq!(cluster["brokers"].as_array().unwrap().len(), 3, "{cluster}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "answered in {:?}",
+        asked.elapsed()
+    );
 
     // The store goes: the page says the cluster cannot be shown (once the leader's session is gone, neither
     // it nor the store answers).

@@ -4,8 +4,9 @@
 //!
 //! Per cycle:
 //! 1. **Learn.** Each broker's cost per unit of traffic (cpu per msg/s, NIC and direct memory per B/s) is sampled
-//!    from its report when its traffic held steady since the last cycle (host usage is averaged over time, so
-//!    right after a change the ratio is off); the strategy keeps the last [`COST_SAMPLES`] samples and uses
+//!    at each cycle from its report when that report's traffic is within 10 % of the report before it (host
+//!    usage is averaged over time, so a report written right after a change shows usage that lags it, and a
+//!    broker may not rewrite it for minutes); the strategy keeps the last [`COST_SAMPLES`] samples and uses
 //!    their median, so a usage spike that traffic does not explain (a GC pause, a compaction) and lasts fewer
 //!    than half of those cycles moves neither the cost nor the score. Brokers without traffic of a kind borrow
 //!    the cluster's median absolute cost. Each broker's idle usage is what it reported while it had no traffic
@@ -72,8 +73,9 @@ pub struct BandShedder {
     left: HashMap<String, Vec<(String, i64)>>,
     /// Per broker: its idle usage per resource, from the last report that carried no traffic of that kind.
     idle: BTreeMap<String, [Option<f64>; RESOURCES]>,
-    /// Per broker: the traffic of its report at the last cycle (costs are sampled only when it held steady).
-    last_traffic: BTreeMap<String, Traffic>,
+    /// Per broker: the time (`lastUpdate`) and traffic of the last report a cycle saw, and the traffic of the
+    /// report before it. A cost is sampled only from a report whose traffic is that of the report before it.
+    last_traffic: BTreeMap<String, (i64, Traffic, Option<Traffic>)>,
     /// The last plan stopped at the move budget: the next cycle goes on without waiting for hits.
     unfinished: bool,
 }
@@ -146,7 +148,21 @@ impl BandShedder {
             let idle = cost_model::idle_usage(own_idle, &cap, &idle_prior, &raw);
             let observed = cost_model::observed_costs(&e.local, &w, &idle);
             let x = cost_model::broker_traffic(&e.local);
-            let previous = self.last_traffic.insert(id.clone(), x);
+            // A broker rewrites its report only when its usage moved by
+            // `loadBalancerReportUpdateThresholdPercentage`, so a report written while the host's averaged usage
+            // still lagged a traffic change can stand for many cycles, and sampling it each cycle would teach a
+            // cost the broker does not have. A report whose traffic is that of the report before it shows usage
+            // that had time to follow the traffic; it is sampled at every cycle while it stands, so one spike
+            // weighs no more than one cycle.
+            // The first report a leader sees has no report before it: nothing says its traffic just changed,
+            // and it is all there is to learn from (a new leader, a cluster that starts steady).
+            let previous = match self.last_traffic.get(id) {
+                Some(&(at, _, before)) if at == e.local.last_update => before,
+                Some(&(_, t, _)) => Some(t),
+                None => Some(x),
+            };
+            self.last_traffic
+                .insert(id.clone(), (e.local.last_update, x, previous));
             let hist = self.samples.entry(id.clone()).or_default();
             let mut costs = [None; RESOURCES];
             for r in 0..RESOURCES {
@@ -156,7 +172,7 @@ impl BandShedder {
                     continue;
                 };
                 // Host usage is averaged over time while traffic is current: right after traffic changes the
-                // ratio is off, so only a broker whose traffic held steady since the last cycle gives a sample.
+                // ratio is off.
                 let steady = previous.is_some_and(|p| (x[r] - p[r]).abs() <= STEADY * x[r]);
                 if steady {
                     hist[r].push(c);
@@ -344,7 +360,7 @@ impl Shedder for BandShedder {
             out.skipped.push(Skipped::new(
                 "cluster",
                 format!(
-                    "BandShedder: spread {} > {} but no broker has held its traffic steady for two cycles yet, so no move can be predicted (a new leader learns for one cycle)",
+                    "BandShedder: spread {} > {} but no broker's cost is known yet (a cost is learned from a report whose traffic is that of the report before it), so no move can be predicted",
                     num(spread),
                     num(spread_limit)
                 ),

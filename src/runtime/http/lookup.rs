@@ -238,6 +238,22 @@ pub(crate) async fn forward(
     uri: &axum::http::Uri,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
+    forward_within(
+        state,
+        uri,
+        headers,
+        state.lookup_timeout + Duration::from_secs(5),
+    )
+    .await
+}
+
+/// [`forward`], giving up after `timeout` (the whole exchange).
+pub(crate) async fn forward_within(
+    state: &AppState,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    timeout: Duration,
+) -> Result<Response, ApiError> {
     if headers.contains_key(FORWARDED) {
         return Err(ApiError::unavailable(
             "the leader changed while the request was forwarded: retry",
@@ -257,7 +273,7 @@ pub(crate) async fn forward(
         .client
         .get(&url)
         .header(FORWARDED, "1")
-        .timeout(state.lookup_timeout + Duration::from_secs(5));
+        .timeout(timeout);
     if let Some(auth) = headers.get(axum::http::header::AUTHORIZATION) {
         request = request.header(axum::http::header::AUTHORIZATION, auth.clone());
     }

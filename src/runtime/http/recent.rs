@@ -3,7 +3,7 @@
 //! bundles with their owners (`rings`).
 //!
 //! `cluster`, `history` and `moves` come from the leader's memory ([`crate::runtime::history`]): a broker that
-//! does not lead forwards them to the leader. When the leader cannot be reached, `cluster` answers from the
+//! does not lead forwards them to the leader, waiting at most 2 s. When the leader cannot be reached, `cluster` answers from the
 //! reports in the store with `degraded` saying why, and the other two answer 503 with the reason. `rings` is
 //! answered by any broker from its watched view of the ownership nodes. None of them reads more than the
 //! registrations from the store.
@@ -21,6 +21,10 @@ use super::AppState;
 use crate::model::records::LeaderStatus;
 use crate::runtime::admin;
 use crate::runtime::history::{BrokerState, BrokerSummary, MoveEntry, SplitEntry, MAX_MOVES};
+
+/// How long a follower waits for the leader's answer: a paused leader must not hang the page, which polls
+/// every few seconds.
+const LEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The thresholds a broker's score is compared with, percent.
 #[derive(Debug, Serialize, ToSchema)]
@@ -102,7 +106,9 @@ async fn from_leader(
     if state.leads() {
         return Ok(None);
     }
-    super::lookup::forward(state, uri, headers).await.map(Some)
+    super::lookup::forward_within(state, uri, headers, LEADER_TIMEOUT)
+        .await
+        .map(Some)
 }
 
 fn spread_of(brokers: &[ClusterBroker]) -> (Option<f64>, Option<f64>) {

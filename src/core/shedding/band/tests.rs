@@ -127,13 +127,7 @@ fn an_empty_broker_is_filled_at_once_and_the_plan_predicts_the_result() {
     let (_, mut ld) = hot_and_empty();
     let s = settings();
     let mut st = Strategies::from_settings(&s);
-    // A new leader learns for one cycle: no cost is known yet.
-    let first = cycle(&mut ld, &s, &mut st);
-    assert!(first.unloads.is_empty());
-    assert!(
-        first.skipped[0].reason.contains("a new leader learns"),
-        "{first:?}"
-    );
+    // The first report a leader sees is learned from at once: nothing says its traffic just changed.
     let plan = cycle(&mut ld, &s, &mut st);
     assert_eq!(plan.unloads.len(), 4, "{plan:?}");
     for u in &plan.unloads {
@@ -150,6 +144,48 @@ fn an_empty_broker_is_filled_at_once_and_the_plan_predicts_the_result() {
         .map(|p| (p.broker.as_str(), p.score_now, p.score_after))
         .collect();
     assert_eq!(p, vec![("b1:8080", 80.0, 40.0), ("b2:8080", 0.0, 40.0)]);
+}
+
+#[test]
+fn a_report_written_while_usage_lags_a_traffic_change_teaches_no_cost() {
+    // b1 at 60 points (6 × 1000 msg/s), b2 idle. Then b2 reports 4 bundles (40 points of traffic at b1's cost)
+    // while its averaged usage still shows 20, and the report stands (usage moved less than the report
+    // threshold): b2 is modelled at b1's cost, 40 points, however many cycles see the report.
+    let a = bundles("t/a", 6, 1000.0);
+    let b = bundles("t/b", 4, 1000.0);
+    let mut ld = cluster(&[
+        ("b1:8080", 1.0, refs(&a), 0.0),
+        ("b2:8080", 1.0, vec![], 0.0),
+    ]);
+    // No plan after the first cycle's (b2 empty), so the scores stay in view.
+    let mut s = settings();
+    s.loadmgr_band_shedder_hit_count = 100;
+    let mut st = Strategies::from_settings(&s);
+    let p = ClusterPolicies::none();
+    cycle_at(&mut ld, &s, &p, &mut st, NOW);
+    let mut lagging = report(1.0, &refs(&b), 0.0);
+    lagging.cpu = ResourceUsage::new(20.0, 100.0);
+    lagging.last_update = NOW + 30_000;
+    ld.insert_broker("b2:8080", lagging);
+    for (name, rate) in &b {
+        ld.set_bundle(name, data(*rate));
+    }
+    for minute in 1..=3 {
+        let plan = cycle_at(&mut ld, &s, &p, &mut st, NOW + minute * 60_000);
+        let why = &plan.skipped[0].reason;
+        assert!(
+            why.contains("b2:8080 40.0 (below"),
+            "minute {minute}: {why}"
+        );
+    }
+    // The next report carries the same traffic: its usage is learned from.
+    let mut settled = report(1.0, &refs(&b), 0.0);
+    settled.cpu = ResourceUsage::new(30.0, 100.0);
+    settled.last_update = NOW + 240_000;
+    ld.insert_broker("b2:8080", settled);
+    let plan = cycle_at(&mut ld, &s, &p, &mut st, NOW + 300_000);
+    let why = &plan.skipped[0].reason;
+    assert!(why.contains("b2:8080 30.0 (below"), "{why}");
 }
 
 #[test]

@@ -302,6 +302,10 @@
     const y = (v) => T + (1 - v / top) * (H - T - B);
     const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "each broker's score over time, with moves marked" });
     chart.append(svg("rect", { x: L, y: T, width: W - L - R, height: H - T - B, fill: "#fcfcfb", stroke: "#ccc" }));
+    // Time before this leader took over: its memory starts then.
+    if (h.sinceMs > from) {
+      chart.append(titled(svg("rect", { x: L, y: T, width: Math.max(0, x(h.sinceMs) - L), height: H - T - B, fill: "#eeeeea" }), "before this leader took over"));
+    }
     for (let v = 0; v <= top; v += gridStep) {
       chart.append(svg("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), stroke: "#eee" }));
       chart.append(svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", "font-size": 11, fill: "#555" }, `${v}%`));
@@ -321,9 +325,6 @@
       } else {
         chart.append(svg("text", { x: L + 4, y: T + 14, "text-anchor": "start", "font-size": 11, fill: "#555" }, `overload threshold ${thr}% is above this scale`));
       }
-    }
-    if (h.sinceMs > from) {
-      chart.append(titled(svg("rect", { x: L, y: T, width: Math.max(0, x(h.sinceMs) - L), height: H - T - B, fill: "#eeeeea" }), "before this leader took over"));
     }
     // Moves: a tick at the top per move (shedding, unload, orphaned …), its details in the tooltip.
     const moveLayer = svg("g", { "data-moves": String(h.moves.length) });
