@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # `make bench-cluster`: starts a ZooKeeper and an etcd of their own (loopback ports, temporary directories,
 # stopped at the end) and runs `loadmgr bench cluster` against each with the arguments given
 # (default: --brokers 1000 --bundles 100000), release build. Needs `make deps` (zookeeper, etcd-server).
@@ -13,7 +13,7 @@ pids=""
 cleanup() { for p in $pids; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"; }
 trap cleanup EXIT INT TERM
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.2; done; echo "nothing listens on $1" >&2; exit 1; }
+wait_port() { for _ in $(seq 1 300); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.2; done; echo "nothing listens on $1" >&2; exit 1; }
 for store in $stores; do
   case $store in
   zk)
@@ -28,8 +28,8 @@ maxClientCnxns=0
 maxSessionTimeout=60000
 admin.enableServer=false
 CFG
-    cp="/usr/share/java/zookeeper.jar"
-    for j in /usr/share/java/*.jar; do cp="$cp:$j"; done
+    # The Debian jar names its dependencies in its manifest; only a logger is added (as the tests do).
+    cp="/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
     java -Xmx2g -cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zk/zoo.cfg" > "$dir/zk/log" 2>&1 &
     pids="$pids $!"
     wait_port "$port"

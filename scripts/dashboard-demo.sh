@@ -21,7 +21,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # Sleeps so that Ctrl-C (or a TERM) runs the cleanup at once rather than after the sleep.
 pause() { sleep "$1" & wait $!; }
 wait_port() {
-  for _ in $(seq 1 150); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.2; done
+  for _ in $(seq 1 300); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.2; done
   echo "nothing listens on $1" >&2
   exit 1
 }
@@ -35,8 +35,8 @@ clientPort=$zk_port
 clientPortAddress=127.0.0.1
 admin.enableServer=false
 CFG
-cp="/usr/share/java/zookeeper.jar"
-for j in /usr/share/java/*.jar; do cp="$cp:$j"; done
+# The Debian jar names its dependencies in its manifest; only a logger is added (as the tests do).
+cp="/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
 java -cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" > "$dir/zk.log" 2>&1 &
 pids+=($!)
 wait_port "$zk_port"

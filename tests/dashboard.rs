@@ -456,7 +456,7 @@ async fn the_dashboard_in_chromium_on_zookeeper() {
             "an error banner",
             "const b = document.getElementById('banner'); \
              return !b.hidden && b.classList.contains('error') ? b.textContent : null",
-            Duration::from_secs(40),
+            Duration::from_secs(60),
             &logs,
         )
         .await;
