@@ -245,6 +245,13 @@ impl MetadataStore for MeteredStore {
         r
     }
 
+    async fn get_many(&self, paths: &[String]) -> Result<Vec<Option<crate::store::GetResult>>> {
+        let t = Instant::now();
+        let r = self.inner.get_many(paths).await;
+        self.meters.store_call("get_many", t, &r);
+        r
+    }
+
     async fn get_children(&self, path: &str) -> Result<Vec<String>> {
         let t = Instant::now();
         let r = self.inner.get_children(path).await;

@@ -15,6 +15,7 @@
 //! * A new leader reads every entry, then writes what the records say is missing and deletes the rest (entries
 //!   written by nobody after an upgrade, entries of records deleted by hand).
 
+use futures::StreamExt;
 use std::collections::{BTreeSet, HashMap};
 
 use crate::core::leader::Outcome;
@@ -82,8 +83,23 @@ pub(super) async fn load(store: &DynStore) -> Result<Entries, Error> {
         Err(Error::NotFound { .. }) => return Ok(entries),
         Err(e) => return Err(e),
     };
-    for broker in brokers {
-        let names = match store.get_children(&paths::inbox_of(&broker)).await {
+    // One listing per broker, 64 in flight (a new leader of 1,000 brokers lists 1,000 inboxes).
+    let listings: Vec<_> = brokers
+        .into_iter()
+        .map(|broker| {
+            let store = store.clone();
+            async move {
+                let listed = store.get_children(&paths::inbox_of(&broker)).await;
+                (broker, listed)
+            }
+        })
+        .collect();
+    let listed: Vec<(String, Result<Vec<String>, Error>)> = futures::stream::iter(listings)
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    for (broker, names) in listed {
+        let names = match names {
             Ok(n) => n,
             Err(Error::NotFound { .. }) => continue,
             Err(e) => return Err(e),

@@ -19,8 +19,13 @@ use crate::store::{Error, GetResult, Stat};
 /// Reads in flight at once while a new leader loads: the store clients pipeline them, so a load of 100,000
 /// nodes costs a few hundred round trips, not 100,000.
 const READS_IN_FLIGHT: usize = 256;
+/// Paths per [`get_many`](crate::store::MetadataStore::get_many) call of [`read_nodes`]: one ZooKeeper
+/// multi-read of 100 records or ownership nodes is about 60 KiB, well under the server's 1 MiB answer limit.
+const READS_PER_CALL: usize = 100;
+/// `get_many` calls of [`read_nodes`] in flight at once.
+const CALLS_IN_FLIGHT: usize = 16;
 
-/// Reads `paths` [`READS_IN_FLIGHT`] at a time; each as (value, stat, bytes), `None` when absent.
+/// Reads `paths` with [`read_nodes`]; each as (value, stat, bytes), `None` when absent.
 pub(super) async fn read_many<T: serde::de::DeserializeOwned + Send>(
     sh: &AgentShared,
     paths: Vec<String>,
@@ -46,25 +51,35 @@ pub(super) async fn read_many<T: serde::de::DeserializeOwned + Send>(
         .collect()
 }
 
-/// Reads `paths` as they are, [`READS_IN_FLIGHT`] at a time; the results in the order of `paths`.
+/// Reads `paths` as they are, in [`get_many`](crate::store::MetadataStore::get_many) calls of
+/// [`READS_PER_CALL`] paths, [`CALLS_IN_FLIGHT`] at a time; the results in the order of `paths`. A call that
+/// fails is read again path by path, so one bad node costs the others nothing.
 pub(super) async fn read_nodes(
     sh: &AgentShared,
     paths: &[String],
 ) -> Vec<Result<Option<GetResult>, Error>> {
-    // Futures built up front, each owning its store handle and path (a closure over borrowed ones makes the
+    // Futures built up front, each owning its store handle and paths (a closure over borrowed ones makes the
     // leader task's future not provably `Send`).
-    let reads: Vec<_> = paths
-        .iter()
-        .map(|p| {
+    let calls: Vec<_> = paths
+        .chunks(READS_PER_CALL)
+        .map(|chunk| {
             let store = sh.store.clone();
-            let p = p.clone();
-            async move { store.get(&p).await }
+            let chunk = chunk.to_vec();
+            async move {
+                match store.get_many(&chunk).await {
+                    Ok(found) => found.into_iter().map(Ok).collect::<Vec<_>>(),
+                    Err(_) => futures::future::join_all(chunk.iter().map(|p| store.get(p))).await,
+                }
+            }
         })
         .collect();
-    stream::iter(reads)
-        .buffered(READS_IN_FLIGHT)
-        .collect()
+    stream::iter(calls)
+        .buffered(CALLS_IN_FLIGHT)
+        .collect::<Vec<_>>()
         .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// Reads the cluster's isolation policies and failure domains (`None` without a cluster name or on a read
@@ -108,6 +123,12 @@ pub(super) async fn load_all(
     let store = sh.store.clone();
     let started = tokio::time::Instant::now();
     let mut state = LoadedState::default();
+    let mut phases: Vec<(&str, u128)> = Vec::new();
+    let mut mark = |name, t: &mut tokio::time::Instant| {
+        phases.push((name, t.elapsed().as_millis()));
+        *t = tokio::time::Instant::now();
+    };
+    let mut t = tokio::time::Instant::now();
     let bundles = list_bundles(&store, paths::BUNDLE_DATA).await?;
     let paths_: Vec<String> = bundles.iter().map(|b| paths::bundle_data(b)).collect();
     for (path, r) in read_many::<BundleData>(sh, paths_).await {
@@ -138,6 +159,7 @@ pub(super) async fn load_all(
             }
         }
     }
+    mark("bundle data and quotas", &mut t);
     let tas = store.get_children(paths::BROKER_TIME_AVERAGE).await?;
     let paths_: Vec<String> = tas.iter().map(|b| paths::time_average(b)).collect();
     for (path, r) in read_many::<TimeAverageBrokerData>(sh, paths_).await {
@@ -146,6 +168,7 @@ pub(super) async fn load_all(
             state.time_averages.push((b.to_owned(), value));
         }
     }
+    mark("time averages", &mut t);
     let names: Vec<(String, crate::bundle::NamespaceName)> = list_namespaces(&store)
         .await?
         .into_iter()
@@ -170,6 +193,7 @@ pub(super) async fn load_all(
         }
     }
     state.namespaces.sort_by_key(|n| n.namespace.to_string());
+    mark("namespaces", &mut t);
     let ids = store.get_children(paths::BROKERS).await?;
     let reports: Vec<_> = stream::iter(ids)
         .map(|id| {
@@ -204,6 +228,7 @@ pub(super) async fn load_all(
             Err(e) => tracing::warn!(leader = %sh.broker_id, "reading {path}: {e}"),
         }
     }
+    mark("reports", &mut t);
     let records = list_bundles(&store, paths::ASSIGNMENTS).await?;
     let paths_: Vec<String> = records.iter().map(|b| paths::assignment(b)).collect();
     for (_, r) in read_many::<BundleAssignment>(sh, paths_).await {
@@ -213,6 +238,7 @@ pub(super) async fn load_all(
             Err(e) => tracing::warn!("assignment record skipped: {e}"),
         }
     }
+    mark("records", &mut t);
     let owned = list_bundles(&store, paths::OWNERSHIP).await?;
     let paths_: Vec<String> = owned.iter().map(|b| paths::ownership(b)).collect();
     for (path, r) in read_many::<NamespaceEphemeralData>(sh, paths_).await {
@@ -225,11 +251,18 @@ pub(super) async fn load_all(
             Err(e) => tracing::warn!("ownership node skipped: {e}"),
         }
     }
+    mark("ownership nodes", &mut t);
     state.cluster = cluster_policies(sh).await;
+    mark("cluster policies", &mut t);
     tracing::info!(
         leader = %sh.broker_id,
-        "leader state read in {} ms",
-        started.elapsed().as_millis()
+        "leader state read in {} ms ({})",
+        started.elapsed().as_millis(),
+        phases
+            .iter()
+            .map(|(name, ms)| format!("{name} {ms} ms"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     Ok(state)
 }

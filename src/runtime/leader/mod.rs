@@ -122,14 +122,25 @@ pub(crate) async fn run(sh: Arc<AgentShared>, election: Arc<LeaderElection>) {
         let streams = subscribe(&sh).await.map_err(|e| e.to_string())?;
         let mut ex = Executor::new(sh.clone(), election);
         let sh = ex.sh.clone();
+        let started = tokio::time::Instant::now();
         let state = load::load_all(&sh, &mut ex.applied_reports)
             .await
             .map_err(|e| e.to_string())?;
+        let read = started.elapsed();
         ex.entries = inbox::load(&sh.store).await.map_err(|e| e.to_string())?;
+        let inboxes = started.elapsed() - read;
         let first = match ex.step(Event::Loaded(Box::new(state))).await {
             Ok(()) => ex.repair_entries().await,
             stop => stop,
         };
+        tracing::info!(
+            leader = %sh.broker_id,
+            "leader ready in {} ms: state read {} ms, inboxes listed {} ms, loaded and reconciled {} ms",
+            started.elapsed().as_millis(),
+            read.as_millis(),
+            inboxes.as_millis(),
+            (started.elapsed() - read - inboxes).as_millis()
+        );
         Ok::<_, String>((first, ex, streams))
     }
     .await;
@@ -246,16 +257,46 @@ fn drain(s: &mut Streams, first: (Tree, Notification)) -> Vec<(Tree, Notificatio
 /// Subscribes first, so nothing that changes while the leader loads is missed (re-reads are idempotent).
 async fn subscribe(sh: &AgentShared) -> Result<Streams, crate::store::Error> {
     let store = &sh.store;
+    let started = tokio::time::Instant::now();
+    let mut took = Vec::new();
+    let watch = |prefix: String| {
+        let store = store.clone();
+        let t = tokio::time::Instant::now();
+        async move {
+            let stream = store.watch(&prefix).await;
+            (stream, prefix, t.elapsed().as_millis())
+        }
+    };
+    let mut open = |w: (
+        Result<NotificationStream, crate::store::Error>,
+        String,
+        u128,
+    )| {
+        took.push(format!("{} {} ms", w.1, w.2));
+        w.0
+    };
+    let brokers = open(watch(paths::BROKERS.into()).await)?;
+    let owners = open(watch(paths::OWNERSHIP.into()).await)?;
+    let records = open(watch(paths::ASSIGNMENTS.into()).await)?;
+    let requests = open(watch(paths::REQUESTS.into()).await)?;
+    let policies = open(watch(paths::LOCAL_POLICIES.into()).await)?;
+    let cluster = match &sh.settings().cluster_name {
+        Some(c) => Some(open(watch(paths::cluster(c)).await)?),
+        None => None,
+    };
+    tracing::info!(
+        leader = %sh.broker_id,
+        "leader watches open in {} ms ({})",
+        started.elapsed().as_millis(),
+        took.join(", ")
+    );
     Ok(Streams {
-        brokers: store.watch(paths::BROKERS).await?,
-        owners: store.watch(paths::OWNERSHIP).await?,
-        records: store.watch(paths::ASSIGNMENTS).await?,
-        requests: store.watch(paths::REQUESTS).await?,
-        policies: store.watch(paths::LOCAL_POLICIES).await?,
-        cluster: match &sh.settings().cluster_name {
-            Some(c) => Some(store.watch(&paths::cluster(c)).await?),
-            None => None,
-        },
+        brokers,
+        owners,
+        records,
+        requests,
+        policies,
+        cluster,
     })
 }
 

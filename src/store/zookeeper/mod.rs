@@ -6,6 +6,7 @@
 //! | contract | ZooKeeper |
 //! |---|---|
 //! | get / exists / children | `getData` / `exists` / `getChildren` (sorted); NONODE → absent / empty |
+//! | get_many | one `multiRead` of `getData`s (ZooKeeper 3.6+); per-path NONODE → absent; a server that answers UNIMPLEMENTED gets one `getData` per path |
 //! | put, no version | `setData(-1)`; on NONODE `create` with missing parents as **CONTAINER** znodes (as Pulsar does); a lost create race retries `setData` |
 //! | put -1 | `create`; NODEEXISTS → `BadVersion` |
 //! | put n | `setData(n)`; NONODE or BADVERSION → `BadVersion` |
@@ -373,6 +374,17 @@ impl MetadataStore for ZkStore {
                 }
             })
             .await
+    }
+
+    async fn get_many(&self, paths: &[String]) -> Result<Vec<Option<GetResult>>> {
+        for p in paths {
+            validate_path(p)?;
+        }
+        match self.inner.multi_read(paths).await? {
+            Some(read) => Ok(read),
+            // A server older than 3.6.
+            None => futures::future::try_join_all(paths.iter().map(|p| self.get(p))).await,
+        }
     }
 
     async fn get_children(&self, path: &str) -> Result<Vec<String>> {

@@ -36,6 +36,62 @@ pub(super) fn to_stat(path: &str, s: &zk::Stat, session: i64) -> Stat {
 }
 
 impl Inner {
+    /// Reads `paths` (already validated) in one `multiRead` request, in order, `None` for a missing node;
+    /// `Ok(None)` when the server does not know the request (before 3.6).
+    pub(super) async fn multi_read(
+        &self,
+        paths: &[String],
+    ) -> Result<Option<Vec<Option<crate::store::GetResult>>>> {
+        let Some(first) = paths.first() else {
+            return Ok(Some(Vec::new()));
+        };
+        self.timed("get", first, async {
+            let client = self.client()?;
+            let session = client.session_id().0;
+            let mut reader = client.new_multi_reader();
+            for p in paths {
+                reader
+                    .add_get_data(p)
+                    .map_err(|e| self.map_err(e, "get", p))?;
+            }
+            let results = match reader.commit().await {
+                Ok(r) => r,
+                Err(zk::Error::Unimplemented) => return Ok(None),
+                Err(e) => return Err(self.map_err(e, "get", first)),
+            };
+            if results.len() != paths.len() {
+                return Err(Error::Backend {
+                    backend: "zookeeper",
+                    message: format!(
+                        "multiRead of {} nodes from {first} answered {} results",
+                        paths.len(),
+                        results.len()
+                    ),
+                });
+            }
+            paths
+                .iter()
+                .zip(results)
+                .map(|(p, r)| match r {
+                    zk::MultiReadResult::Data { data, stat } => Ok(Some(crate::store::GetResult {
+                        value: data,
+                        stat: self.stat(p, &stat, session),
+                    })),
+                    zk::MultiReadResult::Error {
+                        err: zk::Error::NoNode,
+                    } => Ok(None),
+                    zk::MultiReadResult::Error { err } => Err(self.map_err(err, "get", p)),
+                    _ => Err(Error::Backend {
+                        backend: "zookeeper",
+                        message: format!("multiRead answered something else than data for {p}"),
+                    }),
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(Some)
+        })
+        .await
+    }
+
     /// [`to_stat`], raising the zxid high-water mark to the node's zxids.
     pub(super) fn stat(&self, path: &str, s: &zk::Stat, session: i64) -> Stat {
         self.hwm.fetch_max(s.mzxid.max(s.czxid), Ordering::Relaxed);

@@ -39,6 +39,9 @@ use super::{Inner, Watches};
 use crate::store::path::{is_under, join, parent};
 use crate::store::{Notification, NotificationType, Result};
 
+/// `getChildren` requests in flight while a root is scanned.
+const SCAN_IN_FLIGHT: usize = 256;
+
 /// What a rescan found changed against the nodes known under the tracked roots.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Changes {
@@ -250,15 +253,29 @@ impl Inner {
             .any(|r| is_under(path, r))
     }
 
-    /// Every node under `root` with its stat (skipping ZooKeeper's own `/zookeeper`).
+    /// Every node under `root` with its stat (skipping ZooKeeper's own `/zookeeper`): one `getChildren` per
+    /// node, [`SCAN_IN_FLIGHT`] at a time. (One at a time, a new leader's first watch of `/namespace` over
+    /// 100,000 bundles took longer than the operation timeout, so it failed and started again, for minutes.)
     async fn scan(&self, client: &zk::Client, root: &str) -> Result<BTreeMap<String, zk::Stat>> {
         let mut out = BTreeMap::new();
         let mut queue = vec![root.to_string()];
-        while let Some(p) = queue.pop() {
-            if p == "/zookeeper" && self.chroot.is_none() {
-                continue;
+        let mut pending = FuturesUnordered::new();
+        loop {
+            while pending.len() < SCAN_IN_FLIGHT {
+                let Some(p) = queue.pop() else { break };
+                if p == "/zookeeper" && self.chroot.is_none() {
+                    continue;
+                }
+                let client = client.clone();
+                pending.push(async move {
+                    let listed = client.get_children(&p).await;
+                    (p, listed)
+                });
             }
-            match client.get_children(&p).await {
+            let Some((p, listed)) = pending.next().await else {
+                break;
+            };
+            match listed {
                 Ok((children, stat)) => {
                     for c in children {
                         queue.push(join(&p, &c));

@@ -36,8 +36,9 @@ mod sessions;
 
 pub use batches::{batch_semantics, batch_updates_after_others_wrote};
 pub use nodes::{
-    children_listing, delete_semantics, parents_and_recursive_delete, paths_and_missing_nodes,
-    put_version_semantics, sequential_nodes, stat_fields, typed_json_round_trip,
+    children_listing, delete_semantics, many_reads, parents_and_recursive_delete,
+    paths_and_missing_nodes, put_version_semantics, sequential_nodes, stat_fields,
+    typed_json_round_trip,
 };
 pub use notifications::notification_sequence;
 pub use sessions::{closed_store, ephemeral_lifecycle, session_expiry_restores_ephemerals};

@@ -145,6 +145,59 @@ pub async fn delete_semantics(sessions: &dyn Sessions, root: &str) {
     store.close().await.unwrap();
 }
 
+/// `get_many` answers each path as `get` does, in the order asked: values, versions, missing nodes as `None`,
+/// a path given twice twice, an empty request as nothing; an invalid path fails the call.
+pub async fn many_reads(sessions: &dyn Sessions, root: &str) {
+    let store = sessions.open().await;
+    let mut paths = Vec::new();
+    for i in 0..150 {
+        let path = format!("{root}/many/n-{i:03}");
+        if i % 3 != 0 {
+            store
+                .put(
+                    &path,
+                    format!("value {i}").as_bytes(),
+                    None,
+                    CreateOptions::PERSISTENT,
+                )
+                .await
+                .unwrap();
+            if i % 5 == 0 {
+                store
+                    .put(&path, b"again", None, CreateOptions::PERSISTENT)
+                    .await
+                    .unwrap();
+            }
+        }
+        paths.push(path);
+    }
+    paths.push(paths[1].clone());
+    let many = store.get_many(&paths).await.unwrap();
+    assert_eq!(many.len(), paths.len());
+    for (path, got) in paths.iter().zip(&many) {
+        let one = store.get(path).await.unwrap();
+        assert_eq!(
+            got.as_ref()
+                .map(|g| (&g.value, g.stat.version, g.stat.modification_revision)),
+            one.as_ref()
+                .map(|g| (&g.value, g.stat.version, g.stat.modification_revision)),
+            "{path}"
+        );
+    }
+    assert!(many[0].is_none() && many[3].is_none(), "missing nodes");
+    assert_eq!(many[1].as_ref().unwrap().value, b"value 1");
+    assert_eq!(many[10].as_ref().unwrap().value, b"again");
+    assert_eq!(many[150].as_ref().unwrap().value, b"value 1");
+    assert!(store.get_many(&[]).await.unwrap().is_empty());
+    assert!(matches!(
+        store
+            .get_many(&[paths[1].clone(), "no-slash".to_string()])
+            .await,
+        Err(Error::InvalidPath { .. })
+    ));
+    store.close().await.unwrap();
+}
+
 /// Children are direct, sorted names; parents exist where the backend has implicit parents.
 pub async fn children_listing(sessions: &dyn Sessions, root: &str) {
     let store = sessions.open().await;
