@@ -67,7 +67,9 @@ struct SessionState {
 struct Session {
     shared: Arc<Shared>,
     state: Mutex<SessionState>,
-    notifications: Fanout<Notification>,
+    /// Shared with the tree's registry (weakly), which publishes every change to it: the registry never holds
+    /// the session itself, whose last drop takes the data lock a publisher holds.
+    notifications: Arc<Fanout<Notification>>,
     events: Fanout<SessionEvent>,
     options: StoreOptions,
 }
@@ -133,7 +135,7 @@ impl MemoryStore {
                 ephemerals: BTreeMap::new(),
                 term: Term::new(None),
             }),
-            notifications: Fanout::default(),
+            notifications: Arc::new(Fanout::default()),
             events: Fanout::default(),
             options,
         });
@@ -141,7 +143,7 @@ impl MemoryStore {
             .sessions
             .lock()
             .unwrap()
-            .push(Arc::downgrade(&session));
+            .push(Arc::downgrade(&session.notifications));
         MemoryStore { session }
     }
 

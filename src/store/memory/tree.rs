@@ -8,8 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 
-use super::Session;
-use crate::store::fanout::node_change;
+use crate::store::fanout::{node_change, Fanout};
 use crate::store::path::{parent_or_root, sequence_suffix};
 use crate::store::{Error, Notification, NotificationType, Op, Result, CREATE_ONLY};
 
@@ -37,7 +36,8 @@ pub(super) struct Data {
 pub(super) struct Shared {
     pub(super) name: Option<String>,
     pub(super) data: Mutex<Data>,
-    pub(super) sessions: Mutex<Vec<Weak<Session>>>,
+    /// Every session's notification fan-out (not the sessions: see `Session::notifications`).
+    pub(super) sessions: Mutex<Vec<Weak<Fanout<Notification>>>>,
     pub(super) epoch_ms: i64,
     pub(super) started: Instant,
 }
@@ -87,9 +87,9 @@ impl Shared {
         }
         let mut sessions = self.sessions.lock().unwrap();
         sessions.retain(|w| w.strong_count() > 0);
-        for session in sessions.iter().filter_map(Weak::upgrade) {
+        for fanout in sessions.iter().filter_map(Weak::upgrade) {
             for n in notifications {
-                session.notifications.notify(n.clone());
+                fanout.notify(n.clone());
             }
         }
     }
