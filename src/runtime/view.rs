@@ -148,6 +148,18 @@ impl ClusterView {
         out
     }
 
+    /// Every namespace with its number of bundles, in name order (without copying the bundles).
+    pub fn namespace_sizes(&self) -> Vec<(String, usize)> {
+        let state = self.state.read().unwrap();
+        let mut out: Vec<(String, usize)> = state
+            .namespaces
+            .iter()
+            .map(|(n, b)| (n.clone(), b.len()))
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Whoever holds `bundle`'s ownership node (registered or not) and whether it is unloading it.
     pub fn holder(&self, bundle: &str) -> Option<(String, bool)> {
         let state = self.state.read().unwrap();

@@ -34,3 +34,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
             .map_err(|e| ApiError::bad_request(format!("query: {}", e.body_text())))
     }
 }
+
+/// A `tenant/namespace` given as a parameter, or a 400 saying why it is not one.
+pub(crate) fn namespace_param(text: &str) -> Result<crate::bundle::NamespaceName, ApiError> {
+    crate::bundle::NamespaceName::parse(text)
+        .map_err(|e| ApiError::bad_request(format!("namespace: {e}")))
+}

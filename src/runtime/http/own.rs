@@ -198,8 +198,7 @@ pub(crate) async fn namespace(
     headers: HeaderMap,
 ) -> Result<Json<Vec<BundleState>>, ApiError> {
     state.auth.admin(&headers)?;
-    let name = crate::bundle::NamespaceName::parse(&format!("{tenant}/{ns}"))
-        .map_err(|e| ApiError::bad_request(format!("namespace: {e}")))?;
+    let name = super::extract::namespace_param(&format!("{tenant}/{ns}"))?;
     let (_, rows) = admin::namespace_bundles(&state.sh.store, &name.to_string()).await?;
     Ok(Json(
         rows.into_iter()
@@ -233,8 +232,7 @@ pub(crate) async fn assignments(
     state.auth.admin(&headers)?;
     let root = match &query.namespace {
         Some(ns) => {
-            let ns = crate::bundle::NamespaceName::parse(ns)
-                .map_err(|e| ApiError::bad_request(format!("namespace: {e}")))?;
+            let ns = super::extract::namespace_param(ns)?;
             format!("{}/{ns}", paths::ASSIGNMENTS)
         }
         None => paths::ASSIGNMENTS.to_owned(),

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::errors::{ApiError, ErrorBody};
-use super::extract::Query;
+use super::extract::{namespace_param, Query};
 use super::AppState;
 use crate::model::records::LeaderStatus;
 use crate::runtime::admin;
@@ -242,12 +242,9 @@ pub(crate) async fn cluster(
         status,
         namespaces: state
             .view
-            .namespaces()
+            .namespace_sizes()
             .into_iter()
-            .map(|(namespace, b)| NamespaceCount {
-                namespace,
-                bundles: b.len(),
-            })
+            .map(|(namespace, bundles)| NamespaceCount { namespace, bundles })
             .collect(),
     })
     .into_response())
@@ -361,11 +358,7 @@ pub(crate) async fn moves(
         )));
     }
     let prefix = match &query.namespace {
-        Some(ns) => Some(format!(
-            "{}/",
-            crate::bundle::NamespaceName::parse(ns)
-                .map_err(|e| ApiError::bad_request(format!("namespace: {e}")))?
-        )),
+        Some(ns) => Some(format!("{}/", namespace_param(ns)?)),
         None => None,
     };
     const CAUSES: [&str; 7] = [
@@ -441,19 +434,20 @@ pub(crate) async fn rings(
     headers: HeaderMap,
 ) -> Result<Json<Vec<Ring>>, ApiError> {
     state.auth.admin(&headers)?;
-    let only = match &query.namespace {
-        Some(ns) => Some(
-            crate::bundle::NamespaceName::parse(ns)
-                .map_err(|e| ApiError::bad_request(format!("namespace: {e}")))?
-                .to_string(),
-        ),
-        None => None,
+    // One namespace is read alone, not picked out of a copy of all of them.
+    let namespaces = match &query.namespace {
+        Some(ns) => {
+            let name = namespace_param(ns)?.to_string();
+            state
+                .view
+                .namespace(&name)
+                .map(|b| vec![(name, b)])
+                .unwrap_or_default()
+        }
+        None => state.view.namespaces(),
     };
     let mut out = Vec::new();
-    for (namespace, bundles) in state.view.namespaces() {
-        if only.as_deref().is_some_and(|o| o != namespace) {
-            continue;
-        }
+    for (namespace, bundles) in namespaces {
         let bundles = bundles
             .ranges()
             .map(|r| {

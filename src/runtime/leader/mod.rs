@@ -207,13 +207,20 @@ impl Watched {
         if self.0.is_empty() {
             return;
         }
+        let written: HashSet<Ticket> = outcomes
+            .iter()
+            .filter_map(|e| match e {
+                Event::Done {
+                    ticket,
+                    outcome: crate::core::leader::Outcome::Written(_),
+                } => Some(*ticket),
+                _ => None,
+            })
+            .collect();
         let mut guard = sh.history.lock().unwrap();
         let Some(h) = guard.as_mut() else { return };
         for (ticket, noted) in self.0 {
-            let written = outcomes.iter().any(|e| {
-                matches!(e, Event::Done { ticket: t, outcome: crate::core::leader::Outcome::Written(_) } if *t == ticket)
-            });
-            if !written {
+            if !written.contains(&ticket) {
                 continue;
             }
             match noted {
@@ -259,29 +266,13 @@ async fn subscribe(sh: &AgentShared) -> Result<Streams, crate::store::Error> {
     let store = &sh.store;
     let started = tokio::time::Instant::now();
     let mut took = Vec::new();
-    let watch = |prefix: String| {
-        let store = store.clone();
-        let t = tokio::time::Instant::now();
-        async move {
-            let stream = store.watch(&prefix).await;
-            (stream, prefix, t.elapsed().as_millis())
-        }
-    };
-    let mut open = |w: (
-        Result<NotificationStream, crate::store::Error>,
-        String,
-        u128,
-    )| {
-        took.push(format!("{} {} ms", w.1, w.2));
-        w.0
-    };
-    let brokers = open(watch(paths::BROKERS.into()).await)?;
-    let owners = open(watch(paths::OWNERSHIP.into()).await)?;
-    let records = open(watch(paths::ASSIGNMENTS.into()).await)?;
-    let requests = open(watch(paths::REQUESTS.into()).await)?;
-    let policies = open(watch(paths::LOCAL_POLICIES.into()).await)?;
+    let brokers = watch_timed(store, paths::BROKERS, &mut took).await?;
+    let owners = watch_timed(store, paths::OWNERSHIP, &mut took).await?;
+    let records = watch_timed(store, paths::ASSIGNMENTS, &mut took).await?;
+    let requests = watch_timed(store, paths::REQUESTS, &mut took).await?;
+    let policies = watch_timed(store, paths::LOCAL_POLICIES, &mut took).await?;
     let cluster = match &sh.settings().cluster_name {
-        Some(c) => Some(open(watch(paths::cluster(c)).await)?),
+        Some(c) => Some(watch_timed(store, &paths::cluster(c), &mut took).await?),
         None => None,
     };
     tracing::info!(
@@ -298,6 +289,18 @@ async fn subscribe(sh: &AgentShared) -> Result<Streams, crate::store::Error> {
         policies,
         cluster,
     })
+}
+
+/// Watches `prefix`, noting in `took` how long it took (a new watch may scan what is below it).
+async fn watch_timed(
+    store: &crate::store::DynStore,
+    prefix: &str,
+    took: &mut Vec<String>,
+) -> Result<NotificationStream, crate::store::Error> {
+    let t = tokio::time::Instant::now();
+    let stream = store.watch(prefix).await?;
+    took.push(format!("{prefix} {} ms", t.elapsed().as_millis()));
+    Ok(stream)
 }
 
 impl Executor {
