@@ -128,6 +128,10 @@ const RANGE_RULES: &[(&str, Range)] = &[
         Range::NonNegative("no limit"),
     ),
     (
+        "loadmgrBandShedderEarlyCycleSeconds",
+        Range::NonNegative("regular ticks only"),
+    ),
+    (
         "loadmgrBandShedderNoReturnMinutes",
         Range::NonNegative("no memory beyond the grace period"),
     ),

@@ -148,6 +148,10 @@ settings! {
     ("loadmgrBandShedderHitCount", dynamic = true) loadmgr_band_shedder_hit_count: i32 = 2;
     /// BandShedder: most moves one plan may contain (0 = no limit).
     ("loadmgrBandShedderMaxMovesPerCycle", dynamic = true) loadmgr_band_shedder_max_moves_per_cycle: i32 = 100;
+    /// BandShedder: seconds after a broker joins, or after a plan that stopped at its move budget, until an
+    /// early cycle acts on it (once the last moves show in the reports) instead of the next regular tick;
+    /// 0 = regular ticks only.
+    ("loadmgrBandShedderEarlyCycleSeconds", dynamic = true) loadmgr_band_shedder_early_cycle_seconds: i64 = 10;
     /// BandShedder: a bundle is never planned back onto a broker it was moved off within this many minutes.
     ("loadmgrBandShedderNoReturnMinutes", dynamic = true) loadmgr_band_shedder_no_return_minutes: i64 = 60;
     /// Leader flush period of bundle data and broker time averages, minutes.

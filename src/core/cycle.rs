@@ -84,7 +84,20 @@ pub fn run_shedding_cycle(
     now: i64,
     rng: &mut StdRng,
 ) -> Plan {
-    cycle(load, settings, policies, strategies, now, rng, None)
+    cycle(load, settings, policies, strategies, now, rng, None, false)
+}
+
+/// An early cycle ([`crate::core::shedding::SheddingContext::early`]): the same pass, run between two regular
+/// ticks because the strategy asked for it ([`crate::core::shedding::Shedder::wants_early_cycle`]).
+pub fn run_early_shedding_cycle(
+    load: &mut LoadData,
+    settings: &Settings,
+    policies: &ClusterPolicies,
+    strategies: &mut Strategies,
+    now: i64,
+    rng: &mut StdRng,
+) -> Plan {
+    cycle(load, settings, policies, strategies, now, rng, None, true)
 }
 
 /// [`run_shedding_cycle`], also returning every proposal of the strategy in its order, before the checks and
@@ -106,10 +119,12 @@ pub fn run_shedding_cycle_with_candidates(
         now,
         rng,
         Some(&mut candidates),
+        false,
     );
     (plan, candidates)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn cycle(
     load: &mut LoadData,
     settings: &Settings,
@@ -118,6 +133,7 @@ fn cycle(
     now: i64,
     rng: &mut StdRng,
     mut proposals: Option<&mut Vec<ShedderCandidate>>,
+    early: bool,
 ) -> Plan {
     load.set_ema_settings(settings);
     let mut plan = Plan::default();
@@ -151,6 +167,7 @@ fn cycle(
             settings,
             policies,
             now,
+            early,
         },
         &ctx,
     );

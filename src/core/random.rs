@@ -29,6 +29,8 @@ pub enum Stream {
     Assignment = 3,
     /// Per-broker report phases.
     Phase = 4,
+    /// The early shedding cycle at a given instant (epoch ms).
+    EarlyShedding = 5,
 }
 
 /// A `StdRng` for `(seed, stream, index)`: the k-th shedding cycle uses `stream_rng(seed, Stream::Shedding, k)`,

@@ -8,7 +8,7 @@ use crate::model::LocalBrokerData;
 use super::io::namespace_policy;
 use super::{
     ClusterPolicyData, Command, FlushedNode, FlushedValue, Leader, Level, LoadedState,
-    NamespaceBundlesInfo, SPLIT_CHECK_PERIOD_MS,
+    NamespaceBundlesInfo, Tick, SPLIT_CHECK_PERIOD_MS,
 };
 
 impl Leader {
@@ -128,6 +128,8 @@ impl Leader {
             self.log(Level::Info, format!("broker {broker} joined"));
             self.strategies
                 .on_active_brokers_change(&self.load.broker_ids());
+            // A strategy that acts on a new broker without waiting for cycles asks for an early one.
+            self.arm_early_cycle(now);
         }
         if joined {
             // Records waiting for any broker can now be placed (they are all unsettled: a settled bundle does
@@ -142,7 +144,10 @@ impl Leader {
                     SPLIT_CHECK_PERIOD_MS
                 };
             self.split_due = Some(at);
-            self.emit(Command::Wake { at });
+            self.emit(Command::Wake {
+                at,
+                tick: Tick::SplitCheck,
+            });
         }
     }
 

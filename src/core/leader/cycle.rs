@@ -3,15 +3,16 @@
 use crate::bundle::{
     format_hash, parse_hash, BundleName, NamespaceBundles, SplitAlgorithm, SplitOutcome,
 };
+use crate::core::plan::Plan;
 use crate::core::random::{stream_rng, Stream};
-use crate::core::run_shedding_cycle;
 use crate::core::split::find_bundles_to_split;
+use crate::core::{run_early_shedding_cycle, run_shedding_cycle};
 use crate::model::records::{AssignmentCause, AssignmentState, BundleAssignment};
 use crate::model::BundleData;
 
 use super::{
     Command, FlushedNode, Leader, Level, NamespaceBundlesInfo, Outcome, Pending, RequestId, Reread,
-    SplitWrite, Ticket,
+    SplitWrite, Tick, Ticket,
 };
 
 /// A split to carry out.
@@ -76,51 +77,108 @@ impl Leader {
                 now,
                 &mut rng,
             );
-            if self.wants(Level::Debug) {
-                for s in &plan.skipped {
-                    self.log(
-                        Level::Debug,
-                        format!("shedding: {}: {}", s.subject, s.reason),
-                    );
-                }
-            }
-            for u in plan.unloads {
-                let Some(dest) = u.destination.clone() else {
-                    let line = format!(
-                        "shedding proposal for {} without destination not applied: {}",
-                        u.bundle, u.reason
-                    );
-                    self.log(Level::Info, line);
-                    continue;
-                };
-                if let Some(blocker) = self.move_blocker(&u.bundle, &u.source) {
-                    let line = format!(
-                        "shedding proposal for {} not applied ({blocker}): {}",
-                        u.bundle, u.reason
-                    );
-                    self.log(Level::Info, line);
-                    continue;
-                }
-                if !self.registered.contains(&dest) {
-                    let line = format!(
-                        "shedding proposal for {} not applied (destination {dest} is not registered): {}",
-                        u.bundle, u.reason
-                    );
-                    self.log(Level::Info, line);
-                    continue;
-                }
-                self.start_move(
-                    now,
-                    &u.bundle,
-                    &dest,
-                    AssignmentCause::Shedding,
-                    u.reason,
-                    None,
-                );
-            }
+            self.apply_shedding_plan(now, plan);
         }
         self.reconcile_suspects(now);
         self.emit(Command::CollectRequests);
+        self.arm_early_cycle(now);
+    }
+
+    /// Asks for an early cycle when the strategy wants one and none is due yet.
+    pub(super) fn arm_early_cycle(&mut self, now: i64) {
+        if self.early_due.is_some() {
+            return;
+        }
+        let Some(after) = self.strategies.shedder.wants_early_cycle(&self.settings) else {
+            return;
+        };
+        let at = now + after.as_millis() as i64;
+        self.early_due = Some(at);
+        self.emit(Command::Wake {
+            at,
+            tick: Tick::EarlyShedding,
+        });
+    }
+
+    /// An early shedding cycle ([`Tick::EarlyShedding`]): run when the strategy still wants it and the last
+    /// moves show in the reports, else asked for again. It draws from `stream_rng(seed, EarlyShedding, now)`,
+    /// leaving the regular ticks' streams as they were.
+    pub(super) fn early_shedding_tick(&mut self, now: i64) {
+        self.early_due = None;
+        if self
+            .strategies
+            .shedder
+            .wants_early_cycle(&self.settings)
+            .is_none()
+        {
+            return;
+        }
+        if let Err(why) = self.settled(now) {
+            self.log(
+                Level::Debug,
+                format!("the early shedding cycle waits for the last moves to show in the reports: {why}"),
+            );
+            self.arm_early_cycle(now);
+            return;
+        }
+        self.status.shedding_cycles += 1;
+        let mut rng = stream_rng(self.seed, Stream::EarlyShedding, now.max(0) as u64);
+        let plan = run_early_shedding_cycle(
+            &mut self.load,
+            &self.settings,
+            &self.policies,
+            &mut self.strategies,
+            now,
+            &mut rng,
+        );
+        self.apply_shedding_plan(now, plan);
+        self.arm_early_cycle(now);
+    }
+
+    /// Starts the moves of a shedding plan that still apply.
+    fn apply_shedding_plan(&mut self, now: i64, plan: Plan) {
+        if self.wants(Level::Debug) {
+            for s in &plan.skipped {
+                self.log(
+                    Level::Debug,
+                    format!("shedding: {}: {}", s.subject, s.reason),
+                );
+            }
+        }
+        for u in plan.unloads {
+            let Some(dest) = u.destination.clone() else {
+                let line = format!(
+                    "shedding proposal for {} without destination not applied: {}",
+                    u.bundle, u.reason
+                );
+                self.log(Level::Info, line);
+                continue;
+            };
+            if let Some(blocker) = self.move_blocker(&u.bundle, &u.source) {
+                let line = format!(
+                    "shedding proposal for {} not applied ({blocker}): {}",
+                    u.bundle, u.reason
+                );
+                self.log(Level::Info, line);
+                continue;
+            }
+            if !self.registered.contains(&dest) {
+                let line = format!(
+                    "shedding proposal for {} not applied (destination {dest} is not registered): {}",
+                    u.bundle, u.reason
+                );
+                self.log(Level::Info, line);
+                continue;
+            }
+            self.start_move(
+                now,
+                &u.bundle,
+                &dest,
+                AssignmentCause::Shedding,
+                u.reason,
+                None,
+            );
+        }
     }
 
     /// The automatic split check ([`super::Tick::SplitCheck`]).

@@ -129,14 +129,16 @@ pub struct Answer {
 }
 
 /// The timers the executor runs for the core.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Tick {
     /// Every `loadBalancerSheddingIntervalMinutes` from the election.
     Shedding,
     /// Every `loadBalancerResourceQuotaUpdateIntervalMinutes` from the election.
     Flush,
-    /// At the instant a [`Command::Wake`] named.
+    /// The automatic split check, at the instant a [`Command::Wake`] named.
     SplitCheck,
+    /// An early shedding cycle the strategy asked for, at the instant a [`Command::Wake`] named.
+    EarlyShedding,
 }
 
 /// How a write went.
@@ -343,10 +345,13 @@ pub enum Command {
     },
     /// Remove answered and abandoned request nodes (runs with every shedding tick).
     CollectRequests,
-    /// Deliver [`Tick::SplitCheck`] at `at` (epoch ms); a later wake replaces nothing, each is delivered once.
+    /// Deliver `tick` ([`Tick::SplitCheck`] or [`Tick::EarlyShedding`]) at `at` (epoch ms); a later wake
+    /// replaces nothing, each is delivered once.
     Wake {
         /// Epoch ms.
         at: i64,
+        /// What to deliver.
+        tick: Tick,
     },
     /// A line for the log: what the core decided or noticed, with its reason.
     Log {

@@ -33,7 +33,10 @@
 //!    first when its record says so); an owned bundle without a record is adopted.
 //! 4. **Shedding** every `loadBalancerSheddingIntervalMinutes`, the first one interval after the election:
 //!    deferred while a move is in flight or a completed move is not yet visible in both brokers' reports;
-//!    otherwise the strategy's plan, each unload with a destination started as a move.
+//!    otherwise the strategy's plan, each unload with a destination started as a move. A strategy that has
+//!    work needing no confirmation over cycles (a broker joined, its last plan stopped at its move budget) asks
+//!    for an early cycle ([`Tick::EarlyShedding`], [`crate::core::shedding::Shedder::wants_early_cycle`]): it
+//!    runs that long after the join or the cycle, once the last moves show in the reports.
 //! 5. **Split** ([`Tick::SplitCheck`]): the bundles over the split thresholds; topic-based algorithms ask the
 //!    owner for the split points; the split writes the namespace's bundles, the children's records (owned by
 //!    the parent's owner) and their data (the parent's divided) in one batch, and the parent is forgotten.
@@ -157,6 +160,8 @@ pub struct Leader {
     pending_records: HashMap<String, u32>,
     groups: BTreeMap<u64, requests::Group>,
     split_due: Option<i64>,
+    /// When the early shedding cycle asked for is due (epoch ms).
+    early_due: Option<i64>,
     /// The quietest [`Command::Log`] level emitted; `None`: none at all.
     log_level: Option<Level>,
     out: Vec<Command>,
@@ -200,6 +205,7 @@ impl Leader {
             pending_records: HashMap::default(),
             groups: BTreeMap::new(),
             split_due: None,
+            early_due: None,
             log_level: Some(Level::Debug),
             out: Vec::new(),
         }
@@ -234,6 +240,7 @@ impl Leader {
             Event::Tick(Tick::Shedding) => self.shedding_tick(now),
             Event::Tick(Tick::Flush) => self.flush(now),
             Event::Tick(Tick::SplitCheck) => self.split_tick(now),
+            Event::Tick(Tick::EarlyShedding) => self.early_shedding_tick(now),
             Event::Request { id, request } => self.on_request(now, id, request),
             Event::SplitPoints { ticket, result } => self.on_split_points(now, ticket, result),
             Event::Done { ticket, outcome } => self.on_done(now, ticket, outcome),

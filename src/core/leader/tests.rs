@@ -514,7 +514,10 @@ fn a_report_schedules_one_split_check_at_the_next_period() {
     let wakes = |out: &[Command]| {
         out.iter()
             .filter_map(|c| match c {
-                Command::Wake { at } => Some(*at),
+                Command::Wake {
+                    at,
+                    tick: Tick::SplitCheck,
+                } => Some(*at),
                 _ => None,
             })
             .collect::<Vec<_>>()
@@ -741,4 +744,47 @@ fn a_move_whose_destination_never_takes_the_bundle_gets_another_destination() {
     assert_eq!(m[0].0, bundle);
     assert_ne!(m[0].1, first);
     assert_eq!(m[0].2, AssignmentCause::Replaced);
+}
+
+fn early_wakes(commands: &[Command]) -> Vec<i64> {
+    commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::Wake {
+                at,
+                tick: Tick::EarlyShedding,
+            } => Some(*at),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_joining_broker_brings_bandshedders_early_cycle_and_no_one_elses() {
+    for shedder in ShedderKind::ALL {
+        let (mut leader, _) = hot_owner(shedder);
+        // The first cycle plans (b2 and b3 are empty) and starts moves.
+        let first = drive(&mut leader, 60_000, Event::Tick(Tick::Shedding));
+        let join = drive(
+            &mut leader,
+            70_000,
+            Event::Report {
+                broker: "b4:8080".into(),
+                report: Ok(report(&[], 5.0)),
+            },
+        );
+        let wakes: Vec<i64> = early_wakes(&first)
+            .into_iter()
+            .chain(early_wakes(&join))
+            .collect();
+        if shedder != ShedderKind::BandShedder {
+            assert!(wakes.is_empty(), "{shedder}: {wakes:?}");
+            continue;
+        }
+        assert_eq!(wakes, vec![80_000], "one wake, 10 s after the join");
+        // The moves of the first plan are still in flight: the early cycle waits and asks again.
+        let waiting = drive(&mut leader, 80_000, Event::Tick(Tick::EarlyShedding));
+        assert!(moves(&waiting).is_empty(), "{waiting:?}");
+        assert_eq!(early_wakes(&waiting), vec![90_000]);
+    }
 }

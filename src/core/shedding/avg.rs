@@ -282,6 +282,7 @@ mod tests {
             settings: s,
             policies: &p,
             now: 0,
+            early: false,
         })
     }
 

@@ -4,9 +4,10 @@
 //!
 //! Per cycle:
 //! 1. **Learn.** Each broker's cost per unit of traffic (cpu per msg/s, NIC and direct memory per B/s) is sampled
-//!    at each cycle from its report when that report's traffic is within 10 % of the report before it (host
-//!    usage is averaged over time, so a report written right after a change shows usage that lags it, and a
-//!    broker may not rewrite it for minutes); the strategy keeps the last [`COST_SAMPLES`] samples and uses
+//!    at each regular cycle from its report when that report was written at least a host-usage window
+//!    (`loadBalancerHostUsageCheckIntervalMinutes`) after the first report that showed its traffic's last
+//!    change of more than 10 % (host usage is averaged over that window, so a report written right after a change shows
+//!    usage that lags it, and a broker may not rewrite it for minutes); the strategy keeps the last [`COST_SAMPLES`] samples and uses
 //!    their median, so a usage spike that traffic does not explain (a GC pause, a compaction) and lasts fewer
 //!    than half of those cycles moves neither the cost nor the score. Brokers without traffic of a kind borrow
 //!    the cluster's median absolute cost. Each broker's idle usage is what it reported while it had no traffic
@@ -14,10 +15,13 @@
 //! 2. **Score.** A broker's score is the model's: idle + cost × traffic per resource, largest of the four (AvgShedder's
 //!    `W4` in points when the cost is current). Mean `m`, spread = max − min.
 //! 3. **Trigger.** Balanced while the spread is at most `loadmgrBandShedderSpreadPercentage` (10 points). A
-//!    broker outside `m ± spread/2` counts a hit per consecutive cycle on the same side; a plan is made when some
-//!    broker has `loadmgrBandShedderHitCount` (2) hits — at once when the broker is below the band and has no
-//!    bundles or joined since the last cycle (an empty broker is no spike), and for every broker out of band
-//!    when the last plan stopped at its move budget. Making a plan clears every count.
+//!    broker outside `m ± spread/2` counts a hit per consecutive regular cycle on the same side; a plan is made
+//!    when some broker has `loadmgrBandShedderHitCount` (2) hits — at once when the broker is below the band and
+//!    has no bundles or joined since the last cycle (an empty broker is no spike), and for every broker out of
+//!    band when the last plan stopped at its move budget. Making a plan clears every count. Those two need no
+//!    confirmation, so the strategy asks the leader for an *early cycle*
+//!    `loadmgrBandShedderEarlyCycleSeconds` (10) after a broker joins or after such a plan (run once the last
+//!    moves show in the reports); an early cycle counts no hits and takes no cost samples.
 //! 4. **Plan.** Greedy, largest benefit first: repeatedly, over the bundles of the three highest-scored brokers
 //!    that have bundles outside their grace period
 //!    and, for each bundle, the three lowest-scored brokers placement allows, take the move that most reduces
@@ -36,9 +40,10 @@
 //! broker before and after the plan goes into [`SheddingOutcome::prediction`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::time::Duration;
 
 use super::{sheddable_bundles, Candidate, Shedder, SheddingContext, SheddingOutcome};
-use crate::config::ShedderKind;
+use crate::config::{Settings, ShedderKind};
 use crate::core::cost_model::{self, Traffic, Vector, RESOURCES};
 use crate::core::placement::{filters, PlacementContext};
 use crate::core::plan::{BrokerPrediction, Skipped, UnloadDecision};
@@ -50,8 +55,11 @@ pub const COST_SAMPLES: usize = 5;
 const SOURCES_PER_STEP: usize = 3;
 /// Lowest-scored eligible destinations weighed per bundle.
 const DESTINATIONS_PER_BUNDLE: usize = 3;
-/// Relative change of a broker's traffic between cycles below which it counts as steady.
-const STEADY: f64 = 0.1;
+/// Relative change of a broker's traffic (from where it last changed) that counts as a change, after which its
+/// usage is not sampled for a host-usage window. A smaller step is sampled while usage still lags it: at 60 %
+/// usage a 5 % step biases the score by at most 3 points, the margin between a plan's target spread (7) and
+/// the trigger (10), so a plan made on such a cost still lands inside the band.
+const STEADY: f64 = 0.05;
 
 /// Which side of the band a broker is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,11 +81,24 @@ pub struct BandShedder {
     left: HashMap<String, Vec<(String, i64)>>,
     /// Per broker: its idle usage per resource, from the last report that carried no traffic of that kind.
     idle: BTreeMap<String, [Option<f64>; RESOURCES]>,
-    /// Per broker: the time (`lastUpdate`) and traffic of the last report a cycle saw, and the traffic of the
-    /// report before it. A cost is sampled only from a report whose traffic is that of the report before it.
-    last_traffic: BTreeMap<String, (i64, Traffic, Option<Traffic>)>,
+    /// Per broker: the last report a cycle saw, and when its traffic last changed.
+    last_traffic: BTreeMap<String, TrafficSeen>,
     /// The last plan stopped at the move budget: the next cycle goes on without waiting for hits.
     unfinished: bool,
+    /// A broker joined since the last cycle (known from the active set, before a cycle sees it).
+    joined_pending: bool,
+}
+
+/// The traffic of the last report of a broker a cycle saw.
+#[derive(Debug, Clone, Copy)]
+struct TrafficSeen {
+    /// Its `lastUpdate`, epoch ms.
+    at: i64,
+    /// Per resource: the traffic as of its latest change of more than [`STEADY`] (so that small steps add up).
+    traffic: Traffic,
+    /// Per resource: the `lastUpdate` of the first report that showed that change, the latest instant the
+    /// traffic can have changed at (`None`: no change seen, as for the first report a leader sees).
+    changed: [Option<i64>; RESOURCES],
 }
 
 /// One broker's working state during planning.
@@ -125,6 +146,7 @@ impl BandShedder {
         ctx: &SheddingContext<'_>,
     ) -> BTreeMap<String, (Vector, [Option<f64>; RESOURCES])> {
         let w = weights4(ctx.settings);
+        let window_ms = ctx.settings.host_usage_interval().as_millis() as i64;
         for (id, e) in ctx.load.brokers() {
             let seen = cost_model::idle_percentages(&e.local, &w);
             let idle = self.idle.entry(id.clone()).or_insert([None; RESOURCES]);
@@ -148,21 +170,42 @@ impl BandShedder {
             let idle = cost_model::idle_usage(own_idle, &cap, &idle_prior, &raw);
             let observed = cost_model::observed_costs(&e.local, &w, &idle);
             let x = cost_model::broker_traffic(&e.local);
-            // A broker rewrites its report only when its usage moved by
-            // `loadBalancerReportUpdateThresholdPercentage`, so a report written while the host's averaged usage
-            // still lagged a traffic change can stand for many cycles, and sampling it each cycle would teach a
-            // cost the broker does not have. A report whose traffic is that of the report before it shows usage
-            // that had time to follow the traffic; it is sampled at every cycle while it stands, so one spike
-            // weighs no more than one cycle.
-            // The first report a leader sees has no report before it: nothing says its traffic just changed,
-            // and it is all there is to learn from (a new leader, a cluster that starts steady).
-            let previous = match self.last_traffic.get(id) {
-                Some(&(at, _, before)) if at == e.local.last_update => before,
-                Some(&(_, t, _)) => Some(t),
-                None => Some(x),
+            // Host usage is averaged over `loadBalancerHostUsageCheckIntervalMinutes`, and a broker rewrites its
+            // report only when its usage moved by `loadBalancerReportUpdateThresholdPercentage`: a report written
+            // less than a window after its traffic changed shows usage that still lags the change, and it may
+            // stand for many cycles. Sampling it would teach a cost the broker does not have (after a plan the
+            // sources would look costlier and the destinations cheaper than they are). Reports are sparse, so
+            // the change may have happened just before the first report that shows it: a resource is sampled
+            // only from a report written at least a window after that first report, with the same traffic; it is
+            // sampled at every regular cycle while it stands, so one spike weighs no more than one cycle. The
+            // first report a leader sees counts as settled: nothing says its traffic just changed, and it is all
+            // there is to learn from (a new leader, a cluster that starts steady).
+            let seen = match self.last_traffic.get(id) {
+                Some(t) if t.at == e.local.last_update => *t,
+                Some(t) => {
+                    let moved: [bool; RESOURCES] =
+                        std::array::from_fn(|r| (x[r] - t.traffic[r]).abs() > STEADY * x[r]);
+                    TrafficSeen {
+                        at: e.local.last_update,
+                        traffic: std::array::from_fn(
+                            |r| if moved[r] { x[r] } else { t.traffic[r] },
+                        ),
+                        changed: std::array::from_fn(|r| {
+                            if moved[r] {
+                                Some(e.local.last_update)
+                            } else {
+                                t.changed[r]
+                            }
+                        }),
+                    }
+                }
+                None => TrafficSeen {
+                    at: e.local.last_update,
+                    traffic: x,
+                    changed: [None; RESOURCES],
+                },
             };
-            self.last_traffic
-                .insert(id.clone(), (e.local.last_update, x, previous));
+            self.last_traffic.insert(id.clone(), seen);
             let hist = self.samples.entry(id.clone()).or_default();
             let mut costs = [None; RESOURCES];
             for r in 0..RESOURCES {
@@ -173,8 +216,10 @@ impl BandShedder {
                 };
                 // Host usage is averaged over time while traffic is current: right after traffic changes the
                 // ratio is off.
-                let steady = previous.is_some_and(|p| (x[r] - p[r]).abs() <= STEADY * x[r]);
-                if steady {
+                let steady = seen.changed[r].map_or(true, |c| seen.at - c >= window_ms);
+                // Samples are counted in regular cycles: an early cycle must not give a standing report more
+                // weight.
+                if steady && !ctx.early {
                     hist[r].push(c);
                     if hist[r].len() > COST_SAMPLES {
                         hist[r].remove(0);
@@ -286,6 +331,7 @@ impl Shedder for BandShedder {
         let spread = hi - lo;
 
         // 3. Trigger.
+        self.joined_pending = false;
         let current: BTreeSet<String> = nodes.iter().map(|n| n.id.to_owned()).collect();
         let joined: BTreeSet<&str> = match &self.seen {
             Some(seen) => nodes
@@ -296,20 +342,30 @@ impl Shedder for BandShedder {
             None => BTreeSet::new(),
         };
         self.seen = Some(current);
-        let half = spread_limit / 2.0;
+        // A plan cut by the budget goes on to its own target, the plan spread, not just into the trigger band.
+        let target = if self.unfinished {
+            plan_spread.min(spread_limit)
+        } else {
+            spread_limit
+        };
+        let half = target / 2.0;
         let mut confirmed: Vec<String> = Vec::new();
         let mut waiting: Vec<String> = Vec::new();
         for (i, n) in nodes.iter().enumerate() {
-            let Some(side) = side_of(scores[i], mean, half).filter(|_| spread > spread_limit)
-            else {
-                self.hits.remove(n.id);
+            let Some(side) = side_of(scores[i], mean, half).filter(|_| spread > target) else {
+                if !ctx.early {
+                    self.hits.remove(n.id);
+                }
                 continue;
             };
             let count = match self.hits.get(n.id) {
                 Some((prev, k)) if *prev == side => k + 1,
                 _ => 1,
             };
-            self.hits.insert(n.id.to_owned(), (side, count));
+            // Hits count regular cycles only: early ones come at no fixed pace.
+            if !ctx.early {
+                self.hits.insert(n.id.to_owned(), (side, count));
+            }
             let empty = ctx
                 .load
                 .broker(n.id)
@@ -326,19 +382,22 @@ impl Shedder for BandShedder {
                 },
                 if at_once { ", empty or new" } else { "" }
             );
-            if count >= hits_needed || at_once || self.unfinished {
+            let confirmed_by_hits = count >= hits_needed && !ctx.early;
+            if confirmed_by_hits || at_once || self.unfinished {
                 confirmed.push(label);
             } else {
                 waiting.push(label);
             }
         }
-        if spread <= spread_limit {
+        if spread <= target {
+            // Nothing left to continue.
+            self.unfinished = false;
             out.skipped.push(Skipped::new(
                 "cluster",
                 format!(
                     "BandShedder: balanced: spread {} ≤ {} (mean {})",
                     num(spread),
-                    num(spread_limit),
+                    num(target),
                     num(mean)
                 ),
             ));
@@ -350,7 +409,7 @@ impl Shedder for BandShedder {
                 format!(
                     "BandShedder: spread {} > {} but no broker has been out of the band long enough: {}",
                     num(spread),
-                    num(spread_limit),
+                    num(target),
                     waiting.join(", ")
                 ),
             ));
@@ -360,7 +419,7 @@ impl Shedder for BandShedder {
             out.skipped.push(Skipped::new(
                 "cluster",
                 format!(
-                    "BandShedder: spread {} > {} but no broker's cost is known yet (a cost is learned from a report whose traffic is that of the report before it), so no move can be predicted",
+                    "BandShedder: spread {} > {} but no broker's cost is known yet (a cost is learned from a report written a host-usage window after its traffic last changed), so no move can be predicted",
                     num(spread),
                     num(spread_limit)
                 ),
@@ -397,11 +456,6 @@ impl Shedder for BandShedder {
         let stop: String;
         let mut planned: Vec<Candidate> = Vec::new();
         loop {
-            if planned.len() >= budget {
-                self.unfinished = true;
-                stop = format!("move budget of {budget} reached; the next cycle goes on");
-                break;
-            }
             let m = mean_of(&nodes);
             let sc: Vec<f64> = nodes.iter().map(|n| cost_model::score(&n.p)).collect();
             let mut order: Vec<usize> = (0..nodes.len()).collect();
@@ -413,6 +467,11 @@ impl Shedder for BandShedder {
                     num(predicted_spread),
                     num(plan_spread)
                 );
+                break;
+            }
+            if planned.len() >= budget {
+                self.unfinished = true;
+                stop = format!("move budget of {budget} reached; the next cycle goes on");
                 break;
             }
             let mut best: Option<Weighed<'_>> = None;
@@ -586,7 +645,7 @@ impl Shedder for BandShedder {
             format!(
                 "BandShedder: spread {} > {} (mean {}; out of band: {}); planned {} move(s), stopped: {stop}",
                 num(spread),
-                num(spread_limit),
+                num(target),
                 num(mean),
                 confirmed.join(", "),
                 planned.len()
@@ -597,10 +656,23 @@ impl Shedder for BandShedder {
     }
 
     fn on_active_brokers_change(&mut self, active: &BTreeSet<String>) {
+        if let Some(seen) = &mut self.seen {
+            // A broker that left is forgotten, so that it counts as new when it comes back (a restart).
+            seen.retain(|b| active.contains(b));
+            if active.iter().any(|b| !seen.contains(b)) {
+                self.joined_pending = true;
+            }
+        }
         self.samples.retain(|b, _| active.contains(b));
         self.hits.retain(|b, _| active.contains(b));
         self.last_traffic.retain(|b, _| active.contains(b));
         self.idle.retain(|b, _| active.contains(b));
+    }
+
+    fn wants_early_cycle(&self, settings: &Settings) -> Option<Duration> {
+        let secs = settings.loadmgr_band_shedder_early_cycle_seconds;
+        (secs > 0 && (self.unfinished || self.joined_pending))
+            .then(|| Duration::from_secs(secs.unsigned_abs()))
     }
 
     fn on_past_move(&mut self, bundle: &str, source: &str, at: i64) {

@@ -41,6 +41,10 @@ pub struct SheddingContext<'a> {
     pub policies: &'a ClusterPolicies,
     /// Now, epoch ms.
     pub now: i64,
+    /// An early cycle between two regular shedding ticks, run because the strategy asked for one
+    /// ([`Shedder::wants_early_cycle`]). A strategy must not count it towards anything measured in cycles
+    /// (hit counters, samples): it acts only on what needs no confirmation.
+    pub early: bool,
 }
 
 /// A bundle a shedder wants moved.
@@ -102,6 +106,15 @@ pub trait Shedder: Send + std::fmt::Debug {
     /// A new leader found the record of a past move of `bundle` off `source`, made at `at` (epoch ms): strategies
     /// that remember moves (BandShedder's no-return rule) take it as their own.
     fn on_past_move(&mut self, _bundle: &str, _source: &str, _at: i64) {}
+
+    /// Whether the strategy wants a cycle before the next regular tick: it has work that needs no confirmation
+    /// over several cycles (a broker joined, the last plan stopped at its move budget). The leader then runs an
+    /// early cycle ([`SheddingContext::early`]) once the last moves show in the reports. Pulsar's strategies
+    /// count cycles and never ask.
+    /// Returns how long after now the leader should run it.
+    fn wants_early_cycle(&self, _settings: &Settings) -> Option<std::time::Duration> {
+        None
+    }
 
     /// State restore (a snapshot's `recentlyUnloadedBrokers`): these brokers shed a bundle at these times,
     /// epoch ms. Only strategies with a broker cool-down keep them (TransferShedder); the others ignore them.

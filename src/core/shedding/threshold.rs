@@ -255,6 +255,7 @@ mod tests {
             settings: s,
             policies: &p,
             now: 0,
+            early: false,
         })
     }
 

@@ -618,6 +618,7 @@ mod tests {
             settings: s,
             policies: p,
             now: NOW,
+            early: false,
         })
     }
 
@@ -962,6 +963,7 @@ mod tests {
                 settings: &s,
                 policies: &p,
                 now: NOW,
+                early: false,
             },
             "broker5:8080",
         )
@@ -1012,6 +1014,7 @@ mod tests {
             settings: &s,
             policies: &p,
             now: NOW,
+            early: false,
         };
         assert!(top_bundles(&ctx, "broker5:8080").is_empty());
         let out = run(&mut TransferShedder::default(), &ld, &s, &p);
@@ -1040,6 +1043,7 @@ mod tests {
             settings: &s,
             policies: &p,
             now: NOW,
+            early: false,
         };
         assert_eq!(top_bundles(&ctx, "broker5:8080").len(), 2);
     }
@@ -1174,6 +1178,7 @@ mod tests {
             settings: &s,
             policies: &p,
             now: NOW,
+            early: false,
         };
         let names: Vec<String> = top_bundles(&ctx, "b:8080")
             .into_iter()

@@ -396,8 +396,8 @@ impl Executor {
                 self.collect_requests().await?;
                 Ok(None)
             }
-            Command::Wake { at } => {
-                self.wakes.insert(at);
+            Command::Wake { at, tick } => {
+                self.wakes.insert((at, tick));
                 Ok(None)
             }
             Command::Log {

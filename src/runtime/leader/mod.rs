@@ -4,7 +4,7 @@
 //!
 //! It decides nothing. It reads the store into events (`load` at the start of a term, `intake` for every
 //! notification and request node), runs the timers (shedding and flush every interval from the election, the
-//! split-check wakes the core asks for), hands each event to the core with the time, and executes the commands
+//! split-check and early-shedding wakes the core asks for), hands each event to the core with the time, and executes the commands
 //! the core returns in order (`execute`), reporting each write's outcome back to the core before it takes
 //! the next event.
 //!
@@ -86,8 +86,8 @@ struct Executor {
     handled: HashMap<String, i64>,
     open: HashMap<RequestId, OpenRequest>,
     next_request: RequestId,
-    /// Split-check wakes the core asked for, epoch ms.
-    wakes: BTreeSet<i64>,
+    /// Wakes the core asked for (split checks, early shedding cycles): epoch ms and what to deliver.
+    wakes: BTreeSet<(i64, Tick)>,
     points_tx: mpsc::UnboundedSender<SplitPointsAnswer>,
     points_rx: mpsc::UnboundedReceiver<SplitPointsAnswer>,
     /// Requests from this process (see [`AgentShared::local_requests`]), and where their answers go.
@@ -441,7 +441,7 @@ impl Executor {
             let wake_in = self
                 .wakes
                 .first()
-                .map(|at| Duration::from_millis((*at - self.sh.now_ms()).max(0) as u64));
+                .map(|(at, _)| Duration::from_millis((*at - self.sh.now_ms()).max(0) as u64));
             let step = tokio::select! {
                 biased;
                 n = s.brokers.next() => match n {
@@ -496,8 +496,8 @@ impl Executor {
                 Some(_) = self.background.join_next(), if !self.background.is_empty() => Ok(()),
                 _ = flush.tick() => self.step(Event::Tick(Tick::Flush)).await,
                 _ = async { tokio::time::sleep(wake_in.expect("guarded")).await }, if wake_in.is_some() => {
-                    self.wakes.pop_first();
-                    self.step(Event::Tick(Tick::SplitCheck)).await
+                    let (_, tick) = self.wakes.pop_first().expect("guarded");
+                    self.step(Event::Tick(tick)).await
                 }
                 _ = shed.tick() => {
                     let shedding = crate::runtime::meters::CauseLabels { cause: "shedding".into() };

@@ -303,9 +303,9 @@ impl<'w> Sim<'w> {
                 }
                 None
             }
-            Command::Wake { at } => {
+            Command::Wake { at, tick } => {
                 let e = self.leader_epoch;
-                self.push(at - self.world.start_ms, Ev::SplitCheck(e));
+                self.push(at - self.world.start_ms, Ev::Wake(e, tick));
                 None
             }
             Command::Log {
@@ -631,7 +631,7 @@ impl<'w> Sim<'w> {
 
     /// The simulator's leader ticks.
     pub(super) fn leader_tick(&mut self, t: i64, tick: Tick) {
-        if tick == Tick::Shedding && self.leader.is_some() {
+        if matches!(tick, Tick::Shedding | Tick::EarlyShedding) && self.leader.is_some() {
             self.measure_min_moves(t);
             let started = std::time::Instant::now();
             self.leader_step(t, Event::Tick(tick));

@@ -277,7 +277,8 @@ enum Ev {
     MoveDone(usize, usize),
     RampStep(usize, u32),
     Check(usize, u64),
-    SplitCheck(u64),
+    /// A wake the leader asked for (split check, early shedding cycle), in its term.
+    Wake(u64, Tick),
     Shed(u64),
     Flush(u64),
     Sample,
@@ -290,7 +291,7 @@ impl Ev {
             Ev::MoveDone(..) | Ev::RampStep(..) => 1,
             Ev::Check(..) => 2,
             Ev::Flush(_) => 3,
-            Ev::SplitCheck(_) | Ev::Shed(_) => 4,
+            Ev::Wake(..) | Ev::Shed(_) => 4,
             Ev::Sample => 5,
         }
     }
@@ -638,9 +639,9 @@ impl<'w> Sim<'w> {
                         self.check(b, t);
                     }
                 }
-                Ev::SplitCheck(e) => {
+                Ev::Wake(e, tick) => {
                     if e == self.leader_epoch {
-                        self.leader_tick(t, Tick::SplitCheck);
+                        self.leader_tick(t, tick);
                     }
                 }
                 Ev::Shed(e) => {
