@@ -84,6 +84,7 @@ impl ZkStore {
             generation: AtomicU64::new(0),
             watches: tokio::sync::Mutex::new(Watches::default()),
             tracking: Mutex::new(Tracking::default()),
+            scans: tokio::sync::watch::Sender::new(0),
             hwm: AtomicI64::new(0),
             resync_floor: Mutex::new(None),
             notifications: Fanout::default(),

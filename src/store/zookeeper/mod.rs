@@ -73,8 +73,12 @@
 //!   rescans the prefixes and emits `Created`, `Deleted` (+ `ChildrenChanged`) and `Modified` (a node whose `mzxid`
 //!   is above the high-water mark *as it was when the connection dropped*: answers on the new connection
 //!   may carry later zxids before the watches are back) for what changed meanwhile. A node changed just
-//!   before
-//!   the cut may be reported twice. Owned ephemerals (below) are checked again too.
+//!   before the cut may be reported twice. Owned ephemerals (below) are checked again too. The set of a new
+//!   prefix is filled by its first scan: `watch` waits for it, except that a scan that has run 250 ms and
+//!   listed 2,000 nodes goes on in the background with few requests in flight (a new leader's watches of 100,000 bundles took 8 s, and its
+//!   state read competed with them), and a resync waits for the scans still running. A scan cut by a disconnection leaves the nodes it had not reached unknown: the resync reports
+//!   them created, and cannot report one of them deleted. A node deleted while its prefix is first scanned
+//!   may be reported deleted again by a later resync.
 //! * A persistent and a one-shot watch on the same path in one session are not supported by the server
 //!   (ZOOKEEPER-4466): the store uses no one-shot watches.
 //! * A polled watcher after a terminal session state panics in the crate: the event loop stops at it.
@@ -169,6 +173,9 @@ struct Inner {
     /// The watched roots and the generation whose client has them (see `watch.rs`).
     watches: tokio::sync::Mutex<Watches>,
     tracking: Mutex<Tracking>,
+    /// How many first scans of newly tracked roots are still running (see [`Inner::track`]); a resync waits
+    /// for 0, so that it compares against every node of every root.
+    scans: tokio::sync::watch::Sender<usize>,
     /// Highest zxid seen as delivered (see the module docs).
     hwm: AtomicI64,
     /// `hwm` when the current disconnection (or session loss) began; taken by the resync that follows it.
@@ -462,9 +469,9 @@ impl MetadataStore for ZkStore {
         // Subscribe first so nothing between the watch and the scan is missed.
         let stream = subscribe(&self.inner.notifications, prefix)?;
         self.inner.ensure_watch(prefix).await?;
-        self.inner
-            .timed("watch", prefix, self.inner.track(prefix))
-            .await?;
+        if let Some(scan) = self.inner.track(prefix)? {
+            scan.wait().await;
+        }
         Ok(stream)
     }
 
