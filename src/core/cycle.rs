@@ -12,7 +12,7 @@ use super::placement::{
 };
 use super::plan::{Dropped, Plan, ShedderCandidate, Skipped, UnloadDecision};
 use super::policies::ClusterPolicies;
-use super::shedding::{new_shedder, Candidate, Shedder, SheddingContext};
+use super::shedding::{new_shedder, Candidate, Shedder, SheddingContext, UnreportedMove};
 use crate::config::{LoadManagerKind, PlacementKind, Settings, ShedderKind};
 
 /// The shedding strategy and the placement strategy, each with its own cross-cycle state. AvgShedder's two
@@ -84,7 +84,17 @@ pub fn run_shedding_cycle(
     now: i64,
     rng: &mut StdRng,
 ) -> Plan {
-    cycle(load, settings, policies, strategies, now, rng, None, false)
+    cycle(
+        load,
+        settings,
+        policies,
+        strategies,
+        now,
+        rng,
+        None,
+        false,
+        &[],
+    )
 }
 
 /// An early cycle ([`crate::core::shedding::SheddingContext::early`]): the same pass, run between two regular
@@ -97,7 +107,35 @@ pub fn run_early_shedding_cycle(
     now: i64,
     rng: &mut StdRng,
 ) -> Plan {
-    cycle(load, settings, policies, strategies, now, rng, None, true)
+    cycle(
+        load,
+        settings,
+        policies,
+        strategies,
+        now,
+        rng,
+        None,
+        true,
+        &[],
+    )
+}
+
+/// The leader's cycle: [`run_shedding_cycle`] or, with `early`, [`run_early_shedding_cycle`], given the
+/// completed moves the reports may not show yet ([`crate::core::shedding::SheddingContext::unreported`]).
+#[allow(clippy::too_many_arguments)]
+pub fn run_leader_shedding_cycle(
+    load: &mut LoadData,
+    settings: &Settings,
+    policies: &ClusterPolicies,
+    strategies: &mut Strategies,
+    now: i64,
+    rng: &mut StdRng,
+    early: bool,
+    unreported: &[UnreportedMove],
+) -> Plan {
+    cycle(
+        load, settings, policies, strategies, now, rng, None, early, unreported,
+    )
 }
 
 /// [`run_shedding_cycle`], also returning every proposal of the strategy in its order, before the checks and
@@ -120,6 +158,7 @@ pub fn run_shedding_cycle_with_candidates(
         rng,
         Some(&mut candidates),
         false,
+        &[],
     );
     (plan, candidates)
 }
@@ -134,6 +173,7 @@ fn cycle(
     rng: &mut StdRng,
     mut proposals: Option<&mut Vec<ShedderCandidate>>,
     early: bool,
+    unreported: &[UnreportedMove],
 ) -> Plan {
     load.set_ema_settings(settings);
     let mut plan = Plan::default();
@@ -168,6 +208,7 @@ fn cycle(
             policies,
             now,
             early,
+            unreported,
         },
         &ctx,
     );

@@ -5,8 +5,8 @@ use crate::bundle::{
 };
 use crate::core::plan::Plan;
 use crate::core::random::{stream_rng, Stream};
+use crate::core::run_leader_shedding_cycle;
 use crate::core::split::find_bundles_to_split;
-use crate::core::{run_early_shedding_cycle, run_shedding_cycle};
 use crate::model::records::{AssignmentCause, AssignmentState, BundleAssignment};
 use crate::model::BundleData;
 
@@ -63,21 +63,25 @@ impl Leader {
         let mut rng = stream_rng(self.seed, Stream::Shedding, self.shedding_ticks);
         self.shedding_ticks += 1;
         self.status.shedding_cycles += 1;
-        if let Err(why) = self.settled(now) {
-            self.log(
+        let corrected = self.strategies.shedder.corrects_unreported_moves();
+        match self.settled(now, corrected) {
+            Err(why) => self.log(
                 Level::Debug,
                 format!("shedding waits for the last moves to show in the reports: {why}"),
-            );
-        } else {
-            let plan = run_shedding_cycle(
-                &mut self.load,
-                &self.settings,
-                &self.policies,
-                &mut self.strategies,
-                now,
-                &mut rng,
-            );
-            self.apply_shedding_plan(now, plan);
+            ),
+            Ok(unreported) => {
+                let plan = run_leader_shedding_cycle(
+                    &mut self.load,
+                    &self.settings,
+                    &self.policies,
+                    &mut self.strategies,
+                    now,
+                    &mut rng,
+                    false,
+                    &unreported,
+                );
+                self.apply_shedding_plan(now, plan);
+            }
         }
         self.reconcile_suspects(now);
         self.emit(Command::CollectRequests);
@@ -113,23 +117,31 @@ impl Leader {
         {
             return;
         }
-        if let Err(why) = self.settled(now) {
-            self.log(
-                Level::Debug,
-                format!("the early shedding cycle waits for the last moves to show in the reports: {why}"),
-            );
-            self.arm_early_cycle(now);
-            return;
-        }
+        let corrected = self.strategies.shedder.corrects_unreported_moves();
+        let unreported = match self.settled(now, corrected) {
+            Ok(u) => u,
+            Err(why) => {
+                self.log(
+                    Level::Debug,
+                    format!(
+                        "the early shedding cycle waits for the last moves to show in the reports: {why}"
+                    ),
+                );
+                self.arm_early_cycle(now);
+                return;
+            }
+        };
         self.status.shedding_cycles += 1;
         let mut rng = stream_rng(self.seed, Stream::EarlyShedding, now.max(0) as u64);
-        let plan = run_early_shedding_cycle(
+        let plan = run_leader_shedding_cycle(
             &mut self.load,
             &self.settings,
             &self.policies,
             &mut self.strategies,
             now,
             &mut rng,
+            true,
+            &unreported,
         );
         self.apply_shedding_plan(now, plan);
         self.arm_early_cycle(now);

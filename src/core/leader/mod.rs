@@ -32,11 +32,13 @@
 //!    unfinished move whose destination holds the bundle is marked assigned (a split child is placed anew
 //!    first when its record says so); an owned bundle without a record is adopted.
 //! 4. **Shedding** every `loadBalancerSheddingIntervalMinutes`, the first one interval after the election:
-//!    deferred while a move is in flight or a completed move is not yet visible in both brokers' reports;
-//!    otherwise the strategy's plan, each unload with a destination started as a move. A strategy that has
-//!    work needing no confirmation over cycles (a broker joined, its last plan stopped at its move budget) asks
-//!    for an early cycle ([`Tick::EarlyShedding`], [`crate::core::shedding::Shedder::wants_early_cycle`]): it
-//!    runs that long after the join or the cycle, once the last moves show in the reports.
+//!    deferred while a move is in flight or a completed move is not yet visible in both brokers' reports
+//!    (a strategy that corrects the reports by such moves, [`crate::core::shedding::Shedder::corrects_unreported_moves`],
+//!    is handed them instead and waits only for moves in flight); otherwise the strategy's plan, each unload
+//!    with a destination started as a move. A strategy that has work needing no confirmation over cycles (a
+//!    broker joined, its last plan stopped at its move budget) asks for an early cycle ([`Tick::EarlyShedding`],
+//!    [`crate::core::shedding::Shedder::wants_early_cycle`]): it runs that long after the join or the cycle,
+//!    under the same wait.
 //! 5. **Split** ([`Tick::SplitCheck`]): the bundles over the split thresholds; topic-based algorithms ask the
 //!    owner for the split points; the split writes the namespace's bundles, the children's records (owned by
 //!    the parent's owner) and their data (the parent's divided) in one batch, and the parent is forgotten.

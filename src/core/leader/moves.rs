@@ -12,6 +12,7 @@ use crate::model::records::{AssignmentCause, AssignmentState, BundleAssignment};
 
 use super::requests::Link;
 use super::{Command, Leader, Level, Outcome, Pending, Reread, Ticket, Unsettled};
+use crate::core::shedding::UnreportedMove;
 
 /// What a record write is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -535,7 +536,14 @@ impl Leader {
     /// Whether the last moves are visible in the reports: nothing in flight, and every completed move listed by
     /// its destination's report and gone from its source's (or the broker is gone, the bundle split again, or
     /// the move completed more than a shedding interval and a report check ago).
-    pub(super) fn settled(&mut self, now: i64) -> Result<(), String> {
+    ///
+    /// With `corrected` (the strategy corrects the reports by the moves they do not show yet), only moves in
+    /// flight make it wait, and the completed moves not reported yet are returned for the strategy.
+    pub(super) fn settled(
+        &mut self,
+        now: i64,
+        corrected: bool,
+    ) -> Result<Vec<UnreportedMove>, String> {
         // A record in flight is never settled, so it is among the suspects (every change of a record notes it).
         let in_flight = self
             .suspects
@@ -581,6 +589,17 @@ impl Leader {
             let source_ok = u.source.as_deref().map_or(true, |s| lists(s) != Some(true));
             !(dest_ok && source_ok) && now - u.at <= overdue
         });
+        if corrected && in_flight == 0 {
+            return Ok(self
+                .unsettled
+                .iter()
+                .map(|u| UnreportedMove {
+                    bundle: u.bundle.clone(),
+                    source: u.source.clone(),
+                    destination: u.destination.clone(),
+                })
+                .collect());
+        }
         if in_flight > 0 || !self.unsettled.is_empty() {
             let first = self
                 .unsettled
@@ -592,7 +611,7 @@ impl Leader {
                 self.unsettled.len()
             ));
         }
-        Ok(())
+        Ok(Vec::new())
     }
 
     /// Why a bundle cannot be moved off `source` now.

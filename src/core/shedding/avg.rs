@@ -283,6 +283,7 @@ mod tests {
             policies: &p,
             now: 0,
             early: false,
+            unreported: &[],
         })
     }
 

@@ -12,6 +12,9 @@
 //!    than half of those cycles moves neither the cost nor the score. Brokers without traffic of a kind borrow
 //!    the cluster's median absolute cost. Each broker's idle usage is what it reported while it had no traffic
 //!    (a new or restarted broker), else the cluster's median idle usage in absolute terms.
+//!    A completed move that a report does not show yet (a broker rewrites its report only when its load
+//!    moved by the report threshold) is applied to both brokers' traffic from the leader's own view
+//!    ([`SheddingContext::unreported`]), so the leader does not wait for those reports.
 //! 2. **Score.** A broker's score is the model's: idle + cost × traffic per resource, largest of the four (AvgShedder's
 //!    `W4` in points when the cost is current). Mean `m`, spread = max − min.
 //! 3. **Trigger.** Balanced while the spread is at most `loadmgrBandShedderSpreadPercentage` (10 points). A
@@ -20,8 +23,8 @@
 //!    has no bundles or joined since the last cycle (an empty broker is no spike), and for every broker out of
 //!    band when the last plan stopped at its move budget. Making a plan clears every count. Those two need no
 //!    confirmation, so the strategy asks the leader for an *early cycle*
-//!    `loadmgrBandShedderEarlyCycleSeconds` (10) after a broker joins or after such a plan (run once the last
-//!    moves show in the reports); an early cycle counts no hits and takes no cost samples.
+//!    `loadmgrBandShedderEarlyCycleSeconds` (10) after a broker joins or after such a plan (run once no move
+//!    is in flight); an early cycle counts no hits and takes no cost samples.
 //! 4. **Plan.** Greedy, largest benefit first: repeatedly, over the bundles of the three highest-scored brokers
 //!    that have bundles outside their grace period
 //!    and, for each bundle, the three lowest-scored brokers placement allows, take the move that most reduces
@@ -291,6 +294,34 @@ impl Shedder for BandShedder {
                 .filter(|it| it.traffic.iter().any(|t| *t > 0.0))
                 .collect()
         };
+        // Completed moves a report does not show yet: the source still lists the bundle, or the destination
+        // does not (a broker rewrites its report only when its load moved by the report threshold).
+        let mut shift: HashMap<String, Traffic> = HashMap::new();
+        for u in ctx.unreported {
+            let Some(d) = ctx.load.bundle(&u.bundle) else {
+                continue;
+            };
+            let t = cost_model::bundle_traffic(&d.short_term_data);
+            let lists = |broker: &str| {
+                ctx.load
+                    .broker(broker)
+                    .map(|e| e.local.bundles.contains(&u.bundle))
+            };
+            let mut add = |broker: &str, sign: f64| {
+                let v = shift.entry(broker.to_owned()).or_insert([0.0; RESOURCES]);
+                for r in 0..RESOURCES {
+                    v[r] += sign * t[r];
+                }
+            };
+            if let Some(src) = u.source.as_deref() {
+                if lists(src) == Some(true) {
+                    add(src, -1.0);
+                }
+            }
+            if lists(&u.destination) == Some(false) {
+                add(&u.destination, 1.0);
+            }
+        }
         let mut nodes: Vec<Node<'_>> = pctx
             .brokers
             .iter()
@@ -299,7 +330,11 @@ impl Shedder for BandShedder {
                 let (idle, own) = &learned[b.id];
                 let cost = cost_model::complete(*own, &cost_model::capacities(local), &prior);
                 let raw = cost_model::weighted_percentages(local, &w);
-                let x = cost_model::broker_traffic(local);
+                let reported = cost_model::broker_traffic(local);
+                let x: Traffic = match shift.get(b.id) {
+                    Some(d) => std::array::from_fn(|r| (reported[r] + d[r]).max(0.0)),
+                    None => reported,
+                };
                 // Idle plus traffic × cost wherever the broker has traffic (its own cost, else the cluster's):
                 // its host usage lags behind bundles it just received, and a spike is not traffic. Its raw usage
                 // where it has none.
@@ -667,6 +702,10 @@ impl Shedder for BandShedder {
         self.hits.retain(|b, _| active.contains(b));
         self.last_traffic.retain(|b, _| active.contains(b));
         self.idle.retain(|b, _| active.contains(b));
+    }
+
+    fn corrects_unreported_moves(&self) -> bool {
+        true
     }
 
     fn wants_early_cycle(&self, settings: &Settings) -> Option<Duration> {

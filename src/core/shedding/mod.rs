@@ -45,6 +45,23 @@ pub struct SheddingContext<'a> {
     /// ([`Shedder::wants_early_cycle`]). A strategy must not count it towards anything measured in cycles
     /// (hit counters, samples): it acts only on what needs no confirmation.
     pub early: bool,
+    /// Completed moves that their brokers' last reports may not show yet. Empty unless the strategy
+    /// corrects for them ([`Shedder::corrects_unreported_moves`]); otherwise the leader waits until every
+    /// completed move shows in both brokers' reports before a cycle.
+    pub unreported: &'a [UnreportedMove],
+}
+
+/// A completed move, as the leader made it, that its brokers' last reports may not show yet: a broker
+/// rewrites its report only when its load moved by the report threshold, so a source that gave away a few
+/// bundles may list them for minutes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreportedMove {
+    /// Full bundle name.
+    pub bundle: String,
+    /// The broker it left (`None`: it was unowned).
+    pub source: Option<String>,
+    /// The broker that owns it now.
+    pub destination: String,
 }
 
 /// A bundle a shedder wants moved.
@@ -109,11 +126,18 @@ pub trait Shedder: Send + std::fmt::Debug {
 
     /// Whether the strategy wants a cycle before the next regular tick: it has work that needs no confirmation
     /// over several cycles (a broker joined, the last plan stopped at its move budget). The leader then runs an
-    /// early cycle ([`SheddingContext::early`]) once the last moves show in the reports. Pulsar's strategies
+    /// early cycle ([`SheddingContext::early`]) once nothing it must wait for is pending. Pulsar's strategies
     /// count cycles and never ask.
     /// Returns how long after now the leader should run it.
     fn wants_early_cycle(&self, _settings: &Settings) -> Option<std::time::Duration> {
         None
+    }
+
+    /// Whether the strategy corrects each broker's report by the completed moves it does not show yet
+    /// ([`SheddingContext::unreported`]), so that the leader need not wait for the reports before a cycle.
+    /// Pulsar's strategies read the reports as they are, and the leader waits for them.
+    fn corrects_unreported_moves(&self) -> bool {
+        false
     }
 
     /// State restore (a snapshot's `recentlyUnloadedBrokers`): these brokers shed a bundle at these times,

@@ -100,6 +100,7 @@ mod tests {
             policies: &p,
             now: 0,
             early: false,
+            unreported: &[],
         })
     }
 

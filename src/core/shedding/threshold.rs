@@ -256,6 +256,7 @@ mod tests {
             policies: &p,
             now: 0,
             early: false,
+            unreported: &[],
         })
     }
 

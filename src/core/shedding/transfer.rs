@@ -619,6 +619,7 @@ mod tests {
             policies: p,
             now: NOW,
             early: false,
+            unreported: &[],
         })
     }
 
@@ -964,6 +965,7 @@ mod tests {
                 policies: &p,
                 now: NOW,
                 early: false,
+                unreported: &[],
             },
             "broker5:8080",
         )
@@ -1015,6 +1017,7 @@ mod tests {
             policies: &p,
             now: NOW,
             early: false,
+            unreported: &[],
         };
         assert!(top_bundles(&ctx, "broker5:8080").is_empty());
         let out = run(&mut TransferShedder::default(), &ld, &s, &p);
@@ -1044,6 +1047,7 @@ mod tests {
             policies: &p,
             now: NOW,
             early: false,
+            unreported: &[],
         };
         assert_eq!(top_bundles(&ctx, "broker5:8080").len(), 2);
     }
@@ -1179,6 +1183,7 @@ mod tests {
             policies: &p,
             now: NOW,
             early: false,
+            unreported: &[],
         };
         let names: Vec<String> = top_bundles(&ctx, "b:8080")
             .into_iter()

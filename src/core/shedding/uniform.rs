@@ -200,6 +200,7 @@ mod tests {
             policies: &p,
             now: 0,
             early: false,
+            unreported: &[],
         })
     }
 

@@ -458,3 +458,37 @@ fn a_report_soon_after_a_traffic_change_teaches_no_cost_until_a_usage_window_has
         }
     }
 }
+
+#[test]
+fn a_completed_move_a_report_does_not_show_yet_is_counted_where_the_bundle_went() {
+    // b1's report still lists the bundle it gave b2 (80 points), b2's is still empty: the model puts it on b2.
+    let (a, mut ld) = hot_and_empty();
+    let s = settings();
+    let mut st = Strategies::from_settings(&s);
+    let moved = crate::core::shedding::UnreportedMove {
+        bundle: a[0].0.clone(),
+        source: Some("b1:8080".into()),
+        destination: "b2:8080".into(),
+    };
+    let plan = crate::core::run_leader_shedding_cycle(
+        &mut ld,
+        &s,
+        &ClusterPolicies::none(),
+        &mut st,
+        NOW,
+        &mut StdRng::seed_from_u64(7),
+        false,
+        std::slice::from_ref(&moved),
+    );
+    let now: Vec<(String, f64)> = plan
+        .prediction
+        .iter()
+        .map(|p| (p.broker.clone(), p.score_now))
+        .collect();
+    assert_eq!(
+        now,
+        vec![("b1:8080".to_string(), 70.0), ("b2:8080".to_string(), 10.0)],
+        "{plan:?}"
+    );
+    assert!(st.shedder.corrects_unreported_moves());
+}
