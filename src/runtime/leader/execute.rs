@@ -4,6 +4,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use futures::StreamExt;
+
 use crate::bundle::format_hash;
 use crate::core::leader::{
     Command, Event, FlushedNode, FlushedValue, Level, Outcome, Reread, SplitWrite,
@@ -16,7 +18,7 @@ use crate::paths;
 use crate::runtime::meters::FlushSample;
 use crate::store::{CreateOptions, Error, MetadataStoreExt, Op, OpResult, CREATE_ONLY};
 
-use super::{inbox, Executor, OpenRequest, SplitPointsAnswer, Step, Stop};
+use super::{inbox, load, Executor, OpenRequest, SplitPointsAnswer, Step, Stop};
 
 /// Record writes combined into one fenced batch ([`Executor::write_combined`]).
 const RECORDS_PER_MULTI: usize = 16;
@@ -24,6 +26,8 @@ const RECORDS_PER_MULTI: usize = 16;
 /// Answered requests are removed after this long; unanswered ones (the asker gave up) after the second.
 const ANSWERED_TTL_MS: i64 = 60_000;
 const UNANSWERED_TTL_MS: i64 = 600_000;
+/// Deletes of expired request nodes in flight at once.
+const DELETES_IN_FLIGHT: usize = 64;
 
 fn node_path(node: &FlushedNode) -> String {
     match node {
@@ -549,23 +553,43 @@ impl Executor {
             Ok(n) => n,
             Err(e) => return self.soft(e, "listing requests"),
         };
-        let present: HashSet<String> = names
+        let present: Vec<String> = names
             .iter()
             .map(|n| format!("{}/{n}", paths::REQUESTS))
             .collect();
-        self.handled.retain(|p, _| present.contains(p));
-        for path in present {
-            let Ok(Some((r, stat))) = self.sh.store.get_json::<AdminRequest>(&path).await else {
-                continue;
-            };
-            let expired = match &r.response {
-                Some(resp) => now - resp.answered_ms > ANSWERED_TTL_MS,
-                None => now - r.created_ms > UNANSWERED_TTL_MS,
-            };
-            if expired {
-                let _ = self.sh.store.delete(&path, Some(stat.version)).await;
-            }
+        {
+            let set: HashSet<&String> = present.iter().collect();
+            self.handled.retain(|p, _| set.contains(p));
         }
+        // Read together and deleted together: this runs in the shedding tick, in the leader's loop, and one
+        // read and one delete at a time held the reports behind a lookup storm's thousands of request nodes.
+        let found = load::read_nodes(&self.sh, &present).await;
+        let expired: Vec<(String, i64)> = present
+            .into_iter()
+            .zip(found)
+            .filter_map(|(path, got)| {
+                let got = got.ok()??;
+                let r: AdminRequest = serde_json::from_slice(&got.value).ok()?;
+                let expired = match &r.response {
+                    Some(resp) => now - resp.answered_ms > ANSWERED_TTL_MS,
+                    None => now - r.created_ms > UNANSWERED_TTL_MS,
+                };
+                expired.then_some((path, got.stat.version))
+            })
+            .collect();
+        let deletes: Vec<_> = expired
+            .into_iter()
+            .map(|(path, version)| {
+                let store = self.sh.store.clone();
+                async move {
+                    let _ = store.delete(&path, Some(version)).await;
+                }
+            })
+            .collect();
+        futures::stream::iter(deletes)
+            .buffer_unordered(DELETES_IN_FLIGHT)
+            .collect::<Vec<()>>()
+            .await;
         Ok(())
     }
 }
