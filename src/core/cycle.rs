@@ -97,31 +97,10 @@ pub fn run_shedding_cycle(
     )
 }
 
-/// An early cycle ([`crate::core::shedding::SheddingContext::early`]): the same pass, run between two regular
-/// ticks because the strategy asked for it ([`crate::core::shedding::Shedder::wants_early_cycle`]).
-pub fn run_early_shedding_cycle(
-    load: &mut LoadData,
-    settings: &Settings,
-    policies: &ClusterPolicies,
-    strategies: &mut Strategies,
-    now: i64,
-    rng: &mut StdRng,
-) -> Plan {
-    cycle(
-        load,
-        settings,
-        policies,
-        strategies,
-        now,
-        rng,
-        None,
-        true,
-        &[],
-    )
-}
-
-/// The leader's cycle: [`run_shedding_cycle`] or, with `early`, [`run_early_shedding_cycle`], given the
-/// completed moves the reports may not show yet ([`crate::core::shedding::SheddingContext::unreported`]).
+/// The leader's cycle: [`run_shedding_cycle`], or with `early` an early cycle
+/// ([`crate::core::shedding::SheddingContext::early`]: run between two regular ticks because the strategy asked
+/// for it), given the completed moves the reports may not show yet
+/// ([`crate::core::shedding::SheddingContext::unreported`]).
 #[allow(clippy::too_many_arguments)]
 pub fn run_leader_shedding_cycle(
     load: &mut LoadData,

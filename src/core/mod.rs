@@ -117,8 +117,7 @@ pub mod split;
 mod cycle;
 
 pub use cycle::{
-    run_early_shedding_cycle, run_leader_shedding_cycle, run_shedding_cycle,
-    run_shedding_cycle_with_candidates, Strategies,
+    run_leader_shedding_cycle, run_shedding_cycle, run_shedding_cycle_with_candidates, Strategies,
 };
 pub use load_data::{BrokerEntry, LoadData, NoSeeds, SeedSource, StoredSeeds};
 pub use plan::{

@@ -3,6 +3,8 @@
 use crate::bundle::{
     format_hash, parse_hash, BundleName, NamespaceBundles, SplitAlgorithm, SplitOutcome,
 };
+use rand::rngs::StdRng;
+
 use crate::core::plan::Plan;
 use crate::core::random::{stream_rng, Stream};
 use crate::core::run_leader_shedding_cycle;
@@ -63,25 +65,11 @@ impl Leader {
         let mut rng = stream_rng(self.seed, Stream::Shedding, self.shedding_ticks);
         self.shedding_ticks += 1;
         self.status.shedding_cycles += 1;
-        let corrected = self.strategies.shedder.corrects_unreported_moves();
-        match self.settled(now, corrected) {
-            Err(why) => self.log(
+        if let Err(why) = self.cycle_when_settled(now, &mut rng, false) {
+            self.log(
                 Level::Debug,
                 format!("shedding waits for the last moves to show in the reports: {why}"),
-            ),
-            Ok(unreported) => {
-                let plan = run_leader_shedding_cycle(
-                    &mut self.load,
-                    &self.settings,
-                    &self.policies,
-                    &mut self.strategies,
-                    now,
-                    &mut rng,
-                    false,
-                    &unreported,
-                );
-                self.apply_shedding_plan(now, plan);
-            }
+            );
         }
         self.reconcile_suspects(now);
         self.emit(Command::CollectRequests);
@@ -117,34 +105,39 @@ impl Leader {
         {
             return;
         }
-        let corrected = self.strategies.shedder.corrects_unreported_moves();
-        let unreported = match self.settled(now, corrected) {
-            Ok(u) => u,
-            Err(why) => {
-                self.log(
-                    Level::Debug,
-                    format!(
-                        "the early shedding cycle waits for the last moves to show in the reports: {why}"
-                    ),
-                );
-                self.arm_early_cycle(now);
-                return;
-            }
-        };
-        self.status.shedding_cycles += 1;
         let mut rng = stream_rng(self.seed, Stream::EarlyShedding, now.max(0) as u64);
+        match self.cycle_when_settled(now, &mut rng, true) {
+            Ok(()) => self.status.shedding_cycles += 1,
+            Err(why) => self.log(
+                Level::Debug,
+                format!("the early shedding cycle waits for the last moves to show in the reports: {why}"),
+            ),
+        }
+        self.arm_early_cycle(now);
+    }
+
+    /// Runs a cycle and starts its moves unless the last moves must show in the reports first
+    /// ([`Leader::settled`]); `Err` says what it waits for.
+    fn cycle_when_settled(
+        &mut self,
+        now: i64,
+        rng: &mut StdRng,
+        early: bool,
+    ) -> Result<(), String> {
+        let corrected = self.strategies.shedder.corrects_unreported_moves();
+        let unreported = self.settled(now, corrected)?;
         let plan = run_leader_shedding_cycle(
             &mut self.load,
             &self.settings,
             &self.policies,
             &mut self.strategies,
             now,
-            &mut rng,
-            true,
+            rng,
+            early,
             &unreported,
         );
         self.apply_shedding_plan(now, plan);
-        self.arm_early_cycle(now);
+        Ok(())
     }
 
     /// Starts the moves of a shedding plan that still apply.

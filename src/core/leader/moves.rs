@@ -577,6 +577,7 @@ impl Leader {
             .collect();
         let mut gone = gone.into_iter();
         let load = &self.load;
+        let mut unreported = Vec::new();
         self.unsettled.retain(|u| {
             if gone.next().unwrap_or(false) {
                 return false;
@@ -587,18 +588,18 @@ impl Leader {
             };
             let dest_ok = lists(&u.destination) != Some(false);
             let source_ok = u.source.as_deref().map_or(true, |s| lists(s) != Some(true));
-            !(dest_ok && source_ok) && now - u.at <= overdue
+            let waiting = !(dest_ok && source_ok) && now - u.at <= overdue;
+            if waiting && corrected {
+                unreported.push(UnreportedMove {
+                    bundle: u.bundle.clone(),
+                    still_listed_by: u.source.clone().filter(|_| !source_ok),
+                    not_yet_listed_by: (!dest_ok).then(|| u.destination.clone()),
+                });
+            }
+            waiting
         });
         if corrected && in_flight == 0 {
-            return Ok(self
-                .unsettled
-                .iter()
-                .map(|u| UnreportedMove {
-                    bundle: u.bundle.clone(),
-                    source: u.source.clone(),
-                    destination: u.destination.clone(),
-                })
-                .collect());
+            return Ok(unreported);
         }
         if in_flight > 0 || !self.unsettled.is_empty() {
             let first = self

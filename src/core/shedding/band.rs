@@ -6,9 +6,9 @@
 //! 1. **Learn.** Each broker's cost per unit of traffic (cpu per msg/s, NIC and direct memory per B/s) is sampled
 //!    at each regular cycle from its report when that report was written at least a host-usage window
 //!    (`loadBalancerHostUsageCheckIntervalMinutes`) after the first report that showed its traffic's last
-//!    change of more than 10 % (host usage is averaged over that window, so a report written right after a change shows
-//!    usage that lags it, and a broker may not rewrite it for minutes); the strategy keeps the last [`COST_SAMPLES`] samples and uses
-//!    their median, so a usage spike that traffic does not explain (a GC pause, a compaction) and lasts fewer
+//!    change of more than [`STEADY`] (5 %; host usage is averaged over that window, so a report written right
+//!    after a change shows usage that lags it, and a broker may not rewrite it for minutes); the strategy keeps
+//!    the last [`COST_SAMPLES`] samples and uses their median, so a usage spike that traffic does not explain (a GC pause, a compaction) and lasts fewer
 //!    than half of those cycles moves neither the cost nor the score. Brokers without traffic of a kind borrow
 //!    the cluster's median absolute cost. Each broker's idle usage is what it reported while it had no traffic
 //!    (a new or restarted broker), else the cluster's median idle usage in absolute terms.
@@ -294,32 +294,23 @@ impl Shedder for BandShedder {
                 .filter(|it| it.traffic.iter().any(|t| *t > 0.0))
                 .collect()
         };
-        // Completed moves a report does not show yet: the source still lists the bundle, or the destination
-        // does not (a broker rewrites its report only when its load moved by the report threshold).
-        let mut shift: HashMap<String, Traffic> = HashMap::new();
+        // Completed moves a report does not show yet (the leader says which side): the source still lists the
+        // bundle, or the destination does not (a broker rewrites its report only when its load moved by the
+        // report threshold).
+        let mut shift: HashMap<&str, Traffic> = HashMap::new();
         for u in ctx.unreported {
             let Some(d) = ctx.load.bundle(&u.bundle) else {
                 continue;
             };
             let t = cost_model::bundle_traffic(&d.short_term_data);
-            let lists = |broker: &str| {
-                ctx.load
-                    .broker(broker)
-                    .map(|e| e.local.bundles.contains(&u.bundle))
-            };
-            let mut add = |broker: &str, sign: f64| {
-                let v = shift.entry(broker.to_owned()).or_insert([0.0; RESOURCES]);
-                for r in 0..RESOURCES {
-                    v[r] += sign * t[r];
+            let sides = [(&u.still_listed_by, -1.0), (&u.not_yet_listed_by, 1.0)];
+            for (broker, sign) in sides {
+                if let Some(b) = broker {
+                    let v = shift.entry(b.as_str()).or_insert([0.0; RESOURCES]);
+                    for r in 0..RESOURCES {
+                        v[r] += sign * t[r];
+                    }
                 }
-            };
-            if let Some(src) = u.source.as_deref() {
-                if lists(src) == Some(true) {
-                    add(src, -1.0);
-                }
-            }
-            if lists(&u.destination) == Some(false) {
-                add(&u.destination, 1.0);
             }
         }
         let mut nodes: Vec<Node<'_>> = pctx

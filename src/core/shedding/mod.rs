@@ -58,10 +58,10 @@ pub struct SheddingContext<'a> {
 pub struct UnreportedMove {
     /// Full bundle name.
     pub bundle: String,
-    /// The broker it left (`None`: it was unowned).
-    pub source: Option<String>,
-    /// The broker that owns it now.
-    pub destination: String,
+    /// The broker it left, when that broker's last report still lists it.
+    pub still_listed_by: Option<String>,
+    /// The broker that owns it now, when that broker's last report does not list it yet.
+    pub not_yet_listed_by: Option<String>,
 }
 
 /// A bundle a shedder wants moved.

@@ -561,8 +561,8 @@ impl Executor {
             let set: HashSet<&String> = present.iter().collect();
             self.handled.retain(|p, _| set.contains(p));
         }
-        // Read together and deleted together: this runs in the shedding tick, in the leader's loop, and one
-        // read and one delete at a time held the reports behind a lookup storm's thousands of request nodes.
+        // Read together and deleted together: this runs in the shedding tick, inside the leader's loop, where
+        // a round trip per node would hold the reports behind it after a lookup storm.
         let found = load::read_nodes(&self.sh, &present).await;
         let expired: Vec<(String, i64)> = present
             .into_iter()

@@ -4,9 +4,9 @@
 //!
 //! It decides nothing. It reads the store into events (`load` at the start of a term, `intake` for every
 //! notification and request node), runs the timers (shedding and flush every interval from the election, the
-//! split-check and early-shedding wakes the core asks for), hands each event to the core with the time, and executes the commands
-//! the core returns in order (`execute`), reporting each write's outcome back to the core before it takes
-//! the next event.
+//! split-check and early-shedding wakes the core asks for), hands each event to the core with the time, and
+//! executes the commands the core returns in order (`execute`), reporting each write's outcome back to the
+//! core before it takes the next event.
 //!
 //! At one instant the order is the simulator's: notifications (reports first), then the flush, then a split
 //! check, then the shedding tick — the select is biased, never random.

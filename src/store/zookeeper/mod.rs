@@ -75,8 +75,9 @@
 //!   may carry later zxids before the watches are back) for what changed meanwhile. A node changed just
 //!   before the cut may be reported twice. Owned ephemerals (below) are checked again too. The set of a new
 //!   prefix is filled by its first scan: `watch` waits for it, except that a scan that has run 250 ms and
-//!   listed 2,000 nodes goes on in the background with few requests in flight (a new leader's watches of 100,000 bundles took 8 s, and its
-//!   state read competed with them), and a resync waits for the scans still running. A scan cut by a disconnection leaves the nodes it had not reached unknown: the resync reports
+//!   listed 2,000 nodes goes on in the background with few requests in flight (a new leader's watches of
+//!   100,000 bundles took 8 s, and its state read competed with them), and a resync waits for the scans still
+//!   running. A scan cut by a disconnection leaves the nodes it had not reached unknown: the resync reports
 //!   them created, and cannot report one of them deleted. A node deleted while its prefix is first scanned
 //!   may be reported deleted again by a later resync.
 //! * A persistent and a one-shot watch on the same path in one session are not supported by the server

@@ -336,13 +336,14 @@ impl Inner {
         let running = ScanRunning(Arc::downgrade(self));
         let weak = Arc::downgrade(self);
         let root = prefix.to_string();
-        let (done, ended) = tokio::sync::oneshot::channel();
+        let (done, ended) = tokio::sync::oneshot::channel::<()>();
         let in_flight = Arc::new(AtomicUsize::new(SCAN_IN_FLIGHT));
         let listed = Arc::new(AtomicUsize::new(0));
         let (limit, count) = (in_flight.clone(), listed.clone());
         self.spawn_task(generation, async move {
             let _running = running;
-            let _done = Ended(Some(done));
+            // Dropped when the task ends or is aborted, which is what the waiting `watch` hears.
+            let _done = done;
             let Some(inner) = weak.upgrade() else { return };
             let started = std::time::Instant::now();
             match inner.scan(&client, &root, &limit, &count).await {
@@ -436,6 +437,7 @@ impl Inner {
 
 /// A first scan running (see [`Inner::track`]).
 pub(super) struct FirstScan {
+    /// Resolves (with an error: nothing is ever sent) when the scan's task ends or is aborted.
     ended: tokio::sync::oneshot::Receiver<()>,
     in_flight: Arc<AtomicUsize>,
     listed: Arc<AtomicUsize>,
@@ -455,17 +457,6 @@ impl FirstScan {
                 }
                 Err(_) => {}
             }
-        }
-    }
-}
-
-/// Tells the waiting `watch` that a first scan ended, when dropped (the task ended or was aborted).
-struct Ended(Option<tokio::sync::oneshot::Sender<()>>);
-
-impl Drop for Ended {
-    fn drop(&mut self) {
-        if let Some(tx) = self.0.take() {
-            let _ = tx.send(());
         }
     }
 }

@@ -331,13 +331,15 @@ fn anti_affinity_namespaces_do_not_land_on_one_broker_in_one_plan() {
 }
 
 fn early_cycle(ld: &mut LoadData, s: &Settings, st: &mut Strategies, now: i64) -> Plan {
-    crate::core::run_early_shedding_cycle(
+    crate::core::run_leader_shedding_cycle(
         ld,
         s,
         &ClusterPolicies::none(),
         st,
         now,
         &mut StdRng::seed_from_u64(7),
+        true,
+        &[],
     )
 }
 
@@ -467,8 +469,8 @@ fn a_completed_move_a_report_does_not_show_yet_is_counted_where_the_bundle_went(
     let mut st = Strategies::from_settings(&s);
     let moved = crate::core::shedding::UnreportedMove {
         bundle: a[0].0.clone(),
-        source: Some("b1:8080".into()),
-        destination: "b2:8080".into(),
+        still_listed_by: Some("b1:8080".into()),
+        not_yet_listed_by: Some("b2:8080".into()),
     };
     let plan = crate::core::run_leader_shedding_cycle(
         &mut ld,
