@@ -69,6 +69,24 @@ async fn write_while_cut_off(writer: &DynStore) {
     put_eventually(writer, "/m/mod", b"1").await;
 }
 
+/// A store on a follower of `ensemble` (so losing that member does not stall the ensemble), the one to cut off,
+/// and a writer on another member; with the index of the member to cut.
+async fn cut_off_pair(ensemble: &ZkEnsemble) -> (usize, DynStore, DynStore) {
+    let cut = ensemble.follower().expect("a follower");
+    let other = (cut + 1) % 3;
+    let a = connect(
+        &format!("zk:127.0.0.1:{}", ensemble.port(cut)),
+        Duration::from_secs(8),
+    )
+    .await;
+    let writer = connect(
+        &format!("zk:127.0.0.1:{}", ensemble.port(other)),
+        Duration::from_secs(8),
+    )
+    .await;
+    (cut, a, writer)
+}
+
 fn n(kind: NotificationType, path: &str) -> Notification {
     Notification::new(kind, path)
 }
@@ -162,18 +180,7 @@ async fn zk_outage_longer_than_the_session_restores_ephemerals() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zk_changes_missed_under_a_large_prefix_scanned_in_the_background_are_reported() {
     let mut ensemble = ZkEnsemble::start(3);
-    let cut = ensemble.follower().expect("a follower");
-    let other = (cut + 1) % 3;
-    let a = connect(
-        &format!("zk:127.0.0.1:{}", ensemble.port(cut)),
-        Duration::from_secs(8),
-    )
-    .await;
-    let writer = connect(
-        &format!("zk:127.0.0.1:{}", ensemble.port(other)),
-        Duration::from_secs(8),
-    )
-    .await;
+    let (cut, a, writer) = cut_off_pair(&ensemble).await;
     for d in 0..120 {
         let ops: Vec<Op> = (0..100)
             .map(|i| Op::put(format!("/m/bulk/d{d:03}/n{i:03}"), b"0".to_vec()))
@@ -220,19 +227,7 @@ async fn zk_changes_missed_under_a_large_prefix_scanned_in_the_background_are_re
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zk_changes_missed_while_disconnected_are_reported() {
     let mut ensemble = ZkEnsemble::start(3);
-    // A talks only to a follower (so losing it does not stall the ensemble), the writer to another member.
-    let cut = ensemble.follower().expect("a follower");
-    let other = (cut + 1) % 3;
-    let a = connect(
-        &format!("zk:127.0.0.1:{}", ensemble.port(cut)),
-        Duration::from_secs(8),
-    )
-    .await;
-    let writer = connect(
-        &format!("zk:127.0.0.1:{}", ensemble.port(other)),
-        Duration::from_secs(8),
-    )
-    .await;
+    let (cut, a, writer) = cut_off_pair(&ensemble).await;
     for p in ["/m/keep", "/m/del", "/m/mod"] {
         writer
             .put(p, b"0", None, CreateOptions::PERSISTENT)
