@@ -559,6 +559,20 @@ impl LoadData {
         self.refresh_preallocated_load(broker);
     }
 
+    /// Ends `bundle`'s preallocation, if any, as if its assignment had never been made (a leader whose record
+    /// write failed): its broker's preallocated load no longer counts it, and data only the preallocation kept
+    /// is looked at again by the next prune.
+    pub fn cancel_preallocation(&mut self, bundle: &str) {
+        let Some(broker) = self.preallocated.remove(bundle) else {
+            return;
+        };
+        if let Some(e) = self.brokers.get_mut(&broker) {
+            e.preallocated.remove(bundle);
+        }
+        self.refresh_preallocated_load(&broker);
+        self.preallocation_ended(bundle);
+    }
+
     /// Drops every preallocation, and the data of bundles only a preallocation kept (no broker lists them).
     /// Preallocations are leader-only memory in Pulsar (`preallocatedBundleToBroker`, each `BrokerData`'s
     /// preallocated bundle data): a newly elected leader starts without them, so a runtime that keeps its load

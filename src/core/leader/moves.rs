@@ -1,10 +1,13 @@
 //! Assignment records: moves started, completed and re-placed, and the reconciliation of a bundle's record
 //! with the facts (who is registered, who holds the ownership node).
 //!
-//! A record write is visible to the core's own later decisions at once (the record is kept tentatively with
-//! its predicted version); its effects — the move counted, the destination preallocated, the grace period
-//! started, a request answered — happen when the executor reports it written. A write that failed restores
-//! the record the core knew before (and asks for it to be read again after a conflict).
+//! A record write is visible to the core's own later decisions at once: the record is kept tentatively with
+//! its predicted version, and a move's destination is preallocated (as Pulsar preallocates a bundle the moment
+//! it selects its broker). Its other effects — the move counted, the grace period started, a completed move
+//! awaited in the reports, a request answered — happen when the executor reports it written; none of them
+//! is consulted before the next tick, so the decisions on a run of events do not depend on whether each
+//! write's outcome came back before the next event. A write that failed restores the record and the
+//! preallocation the core knew before (and asks for the record to be read again after a conflict).
 
 use crate::core::placement::{assign_bundle, select_broker, PlacementContext};
 use crate::core::{Assignment, Skipped};
@@ -30,6 +33,9 @@ pub(super) enum RecordKind {
 pub(super) struct RecordWrite {
     pub(super) record: BundleAssignment,
     pub(super) previous: Option<(BundleAssignment, i64)>,
+    /// The bundle's preallocation before a move's write preallocated it to the destination: what a failed
+    /// write restores (`None`: not preallocated).
+    pub(super) previous_preallocation: Option<String>,
     pub(super) kind: RecordKind,
     pub(super) link: Option<Link>,
 }
@@ -245,8 +251,11 @@ impl Leader {
         self.pending_records.contains_key(bundle)
     }
 
-    /// Asks for a record write (create-only when none is known, else compare-and-set on the known version);
-    /// the record is visible to the core's later decisions at once.
+    /// Asks for a record write (create-only when none is known, else compare-and-set on the known version).
+    /// The record, and for a move its destination's preallocation, are visible to the core's later decisions
+    /// at once: what the core decides does not depend on when the outcome comes back, so an executor may hand
+    /// it many events before their writes' outcomes (the runtime does, for notifications that queued up
+    /// together) and decide as the simulator, which hands back each outcome at once.
     pub(super) fn write_record(
         &mut self,
         record: BundleAssignment,
@@ -267,12 +276,17 @@ impl Leader {
             (record.clone(), expected_version.map_or(0, |v| v + 1)),
         );
         self.note_suspect(&bundle);
+        let previous_preallocation = self.load.preallocation(&bundle).map(str::to_owned);
+        if kind == RecordKind::Move && self.load.broker(&record.destination).is_some() {
+            self.load.preallocate(&bundle, &record.destination);
+        }
         *self.pending_records.entry(bundle.clone()).or_insert(0) += 1;
         self.pending.insert(
             ticket,
             Pending::Record(Box::new(RecordWrite {
                 record,
                 previous,
+                previous_preallocation,
                 kind,
                 link,
             })),
@@ -299,6 +313,14 @@ impl Leader {
                 }
             }
             failure => {
+                if w.kind == RecordKind::Move
+                    && self.load.preallocation(&bundle) == Some(w.record.destination.as_str())
+                {
+                    match &w.previous_preallocation {
+                        Some(broker) => self.load.preallocate(&bundle, broker),
+                        None => self.load.cancel_preallocation(&bundle),
+                    }
+                }
                 match w.previous.clone() {
                     Some(p) => {
                         self.records.insert(bundle.clone(), p);
@@ -336,9 +358,6 @@ impl Leader {
         let message = match w.kind {
             RecordKind::Move => {
                 self.status.moves_started += 1;
-                if self.load.broker(&rec.destination).is_some() {
-                    self.load.preallocate(bundle, &rec.destination);
-                }
                 if rec.cause.starts_grace_period() {
                     self.load.record_unload(bundle, rec.created_ms);
                 }

@@ -364,6 +364,18 @@ impl Executor {
         }
         let mut queue: VecDeque<Command> = VecDeque::new();
         for event in events {
+            // A record read before an earlier event of these made the core write it again is stale: the core
+            // knows a later version of the same node (a deletion in between came as its own event).
+            if let Event::RecordSeen { record, version } = &event {
+                if self
+                    .core
+                    .records()
+                    .get(&record.bundle)
+                    .is_some_and(|(_, known)| *known > *version)
+                {
+                    continue;
+                }
+            }
             let now = self.sh.now_ms();
             if let Some(h) = self.sh.history.lock().unwrap().as_mut() {
                 h.observe_event(now, &event);
