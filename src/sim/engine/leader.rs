@@ -3,7 +3,9 @@
 //!
 //! * **The store** ([`SimStore`]): assignment records, flushed nodes and each namespace's local-policies
 //!   version. Every write the core asks for succeeds at once (version `expected + 1`, 0 for a create) and its
-//!   outcome is handed back before the next command, as the runtime does after each fenced batch.
+//!   outcome is handed back before the next command. The runtime hands the core a run of notifications
+//!   before any of their writes' outcomes; the core's decisions do not wait for outcomes (see
+//!   `core::leader::moves`), so both decide alike.
 //! * **Ownership** (what the brokers' agents do with a record): a record naming a new destination makes the
 //!   holder of the ownership node release it at once and the destination, when it is up and registered, take
 //!   the node at once and serve the bundle `moveSeconds` later (the host's load). A holder still loading the
