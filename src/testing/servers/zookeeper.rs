@@ -57,10 +57,26 @@ impl ZkProcess {
         self.process = Some(Guarded::spawn(&java_binary(), &args, &self.log, &[]));
     }
 
+    /// Waits until this process serves in one of `modes`. The port was free when chosen but not held: another
+    /// test's server may have taken it first (ours then fails to bind), so the server that answers must name
+    /// our data directory, or tests that believe they have a store of their own would share one.
     fn wait_serving(&self, modes: &[&str]) {
         let port = self.port;
+        let data_dir = self
+            .config
+            .parent()
+            .expect("zoo.cfg in a directory")
+            .join("data")
+            .display()
+            .to_string();
         wait_until(&format!("ZooKeeper on 127.0.0.1:{port}"), &self.log, || {
             zk_mode(port).is_some_and(|m| modes.contains(&m.as_str()))
+                && zk_four_letter(port, "conf").is_some_and(|c| {
+                    c.lines().any(|l| {
+                        l.strip_prefix("dataDir=")
+                            .is_some_and(|d| d.starts_with(&data_dir))
+                    })
+                })
         });
     }
 }
