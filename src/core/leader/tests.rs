@@ -788,3 +788,56 @@ fn a_joining_broker_brings_bandshedders_early_cycle_and_no_one_elses() {
         assert_eq!(early_wakes(&waiting), vec![90_000]);
     }
 }
+
+/// The core's decisions must not depend on when a write's outcome comes back (the runtime hands it a run of
+/// events before their outcomes): a move's destination counts in placement from the moment its record is
+/// asked for, and a write that fails takes that back.
+#[test]
+fn a_move_is_preallocated_when_asked_for_and_a_failed_write_takes_it_back() {
+    let (mut leader, _) = hot_owner(ShedderKind::AvgShedder);
+    let mut writes = Vec::new();
+    for k in 1..=10 {
+        let out = leader.handle(k * 60_000, Event::Tick(Tick::Shedding));
+        writes = out
+            .into_iter()
+            .filter_map(|c| match c {
+                Command::WriteRecord { ticket, record, .. }
+                    if record.state == AssignmentState::Assigning =>
+                {
+                    Some((ticket, record))
+                }
+                _ => None,
+            })
+            .collect();
+        if !writes.is_empty() {
+            break;
+        }
+    }
+    assert!(!writes.is_empty(), "no move started");
+    for (_, record) in &writes {
+        assert_eq!(
+            leader.load().preallocation(&record.bundle),
+            Some(record.destination.as_str()),
+            "{} is preallocated before its outcome",
+            record.bundle
+        );
+    }
+    for (ticket, _) in &writes {
+        leader.handle(
+            11 * 60_000,
+            Event::Done {
+                ticket: *ticket,
+                outcome: Outcome::Failed("the store is down".into()),
+            },
+        );
+    }
+    for (_, record) in &writes {
+        assert_eq!(
+            leader.load().preallocation(&record.bundle),
+            None,
+            "the failed move of {} is no longer preallocated",
+            record.bundle
+        );
+    }
+    assert_eq!(leader.status().moves_started, 0);
+}
