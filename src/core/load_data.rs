@@ -487,12 +487,7 @@ impl LoadData {
         self.unlisted.remove(bundle);
         self.held.remove(bundle);
         self.recently_unloaded.remove(bundle);
-        if let Some(broker) = self.preallocated.remove(bundle) {
-            if let Some(e) = self.brokers.get_mut(&broker) {
-                e.preallocated.remove(bundle);
-            }
-            self.refresh_preallocated_load(&broker);
-        }
+        self.cancel_preallocation(bundle);
         let listing: Vec<String> = self
             .brokers
             .iter()

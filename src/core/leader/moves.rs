@@ -277,7 +277,12 @@ impl Leader {
         );
         self.note_suspect(&bundle);
         let previous_preallocation = self.load.preallocation(&bundle).map(str::to_owned);
-        if kind == RecordKind::Move && self.load.broker(&record.destination).is_some() {
+        // A lookup's placement preallocated it already: refreshing the broker's sums again is O(its
+        // preallocations) for nothing.
+        if kind == RecordKind::Move
+            && previous_preallocation.as_deref() != Some(record.destination.as_str())
+            && self.load.broker(&record.destination).is_some()
+        {
             self.load.preallocate(&bundle, &record.destination);
         }
         *self.pending_records.entry(bundle.clone()).or_insert(0) += 1;
@@ -313,8 +318,10 @@ impl Leader {
                 }
             }
             failure => {
+                let destination = Some(w.record.destination.as_str());
                 if w.kind == RecordKind::Move
-                    && self.load.preallocation(&bundle) == Some(w.record.destination.as_str())
+                    && w.previous_preallocation.as_deref() != destination
+                    && self.load.preallocation(&bundle) == destination
                 {
                     match &w.previous_preallocation {
                         Some(broker) => self.load.preallocate(&bundle, broker),

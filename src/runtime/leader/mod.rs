@@ -345,7 +345,8 @@ impl Executor {
         self.step_all(vec![event]).await
     }
 
-    /// Hands `events` to the core in order, then executes the commands they gave. Consecutive record writes
+    /// Hands `events` to the core in order (a record read that the core already knows a later version of is
+    /// dropped), then executes the commands they gave. Consecutive record writes
     /// of distinct bundles (a lookup storm, the reconciliation at load, a shedding plan) go to the store
     /// together, up to [`MAX_WRITES_IN_FLIGHT`] at once, each its own fenced batch; their outcomes are handed
     /// back in command order before anything else runs. The core keeps a written record tentatively until its

@@ -62,11 +62,7 @@ impl ZkProcess {
     /// our data directory, or tests that believe they have a store of their own would share one.
     fn wait_serving(&self, modes: &[&str]) {
         let port = self.port;
-        let data_dir = self
-            .config
-            .parent()
-            .expect("zoo.cfg in a directory")
-            .join("data")
+        let data_dir = zk_data_dir(self.config.parent().expect("zoo.cfg in a directory"))
             .display()
             .to_string();
         wait_until(&format!("ZooKeeper on 127.0.0.1:{port}"), &self.log, || {
@@ -81,13 +77,18 @@ impl ZkProcess {
     }
 }
 
+/// The data directory of the server whose `zoo.cfg` is in `dir`.
+fn zk_data_dir(dir: &Path) -> PathBuf {
+    dir.join("data")
+}
+
 fn write_zk_config(dir: &Path, port: u16, tick_ms: u64, extra: &[String]) -> PathBuf {
-    std::fs::create_dir_all(dir.join("data")).expect("zk data dir");
+    std::fs::create_dir_all(zk_data_dir(dir)).expect("zk data dir");
     let mut lines = vec![
         format!("tickTime={tick_ms}"),
         "initLimit=10".to_string(),
         "syncLimit=5".to_string(),
-        format!("dataDir={}", dir.join("data").display()),
+        format!("dataDir={}", zk_data_dir(dir).display()),
         format!("clientPort={port}"),
         "clientPortAddress=127.0.0.1".to_string(),
         "maxClientCnxns=0".to_string(),
