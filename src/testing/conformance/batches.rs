@@ -116,6 +116,16 @@ pub async fn batch_semantics(sessions: &dyn Sessions, root: &str) {
         vec![a.clone(), b.clone(), c.clone()]
     );
     assert!(stats[1].ephemeral && !stats[0].ephemeral);
+    // A created node's stat is its own (some ZooKeeper servers answer the creates of a multi without it).
+    for (path, s) in [(&a, &stats[0]), (&b, &stats[1])] {
+        let read = store.get(path).await.unwrap().unwrap().stat;
+        assert_eq!(
+            (s.creation_revision, s.modification_revision),
+            (read.creation_revision, read.modification_revision),
+            "{path}"
+        );
+        assert!(s.creation_revision > 0, "{path}: {s:?}");
+    }
     let guard = store.get(&b).await.unwrap().unwrap().stat.guard();
 
     // A failing op applies nothing; the error names it.
