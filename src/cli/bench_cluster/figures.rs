@@ -59,6 +59,10 @@ pub(super) struct Figures {
     pub(super) lookup_p50_ms: f64,
     pub(super) lookup_p99_ms: f64,
     pub(super) lookup_retries: u64,
+    /// During the cold start, this process's threads on a CPU, % of one core (every agent and the leader).
+    pub(super) cold_cpu_percent: f64,
+    /// During the cold start, this process's threads runnable but waiting for a CPU, % of one core.
+    pub(super) cold_wait_percent: f64,
     pub(super) writes_per_lookup: f64,
     pub(super) bytes_per_lookup: f64,
     pub(super) steady_s: f64,
@@ -111,6 +115,8 @@ impl Figures {
                 "p50Ms": self.lookup_p50_ms,
                 "p99Ms": self.lookup_p99_ms,
                 "retries": self.lookup_retries,
+                "processCpuPercent": self.cold_cpu_percent,
+                "processRunQueueWaitPercent": self.cold_wait_percent,
                 "writesPerLookup": self.writes_per_lookup,
                 "bytesPerLookup": self.bytes_per_lookup,
             },
@@ -173,6 +179,13 @@ impl Figures {
                 self.lookup_p50_ms,
                 self.lookup_p99_ms,
                 self.lookup_retries
+            ),
+        );
+        row(
+            "cold start: this process's threads",
+            format!(
+                "on a CPU {:.0} %, runnable waiting for one {:.0} % (of one core)",
+                self.cold_cpu_percent, self.cold_wait_percent
             ),
         );
         row(

@@ -225,6 +225,7 @@ async fn run_phases(
     // 2. Cold start.
     let before = meters_of(&leader, &members);
     let rev0 = revision(observer, probe).await?;
+    let sched0 = procfs::threads_run_and_wait();
     let began = Instant::now();
     let permits = Arc::new(Semaphore::new(b.lookup_concurrency));
     let everyone: Arc<Vec<Arc<AgentShared>>> = Arc::new(
@@ -286,6 +287,12 @@ async fn run_phases(
         }
     }
     let took = began.elapsed();
+    if let (Some((ran0, waited0)), Some((ran1, waited1))) = (sched0, procfs::threads_run_and_wait())
+    {
+        let of_core = |d: Duration| d.as_secs_f64() / took.as_secs_f64() * 100.0;
+        f.cold_cpu_percent = of_core(ran1.saturating_sub(ran0));
+        f.cold_wait_percent = of_core(waited1.saturating_sub(waited0));
+    }
     let rev1 = revision(observer, probe).await?;
     let after = meters_of(&leader, &members);
     latencies.sort_by(f64::total_cmp);

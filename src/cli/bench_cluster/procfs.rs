@@ -33,6 +33,28 @@ fn cpu_of_stat(stat: &str) -> Option<Duration> {
     Some(Duration::from_millis(ticks * 10))
 }
 
+/// Summed over every thread of this process (`/proc/self/task/*/schedstat`): the time they ran on a CPU and
+/// the time they were runnable but waited for one; `None` without schedstats. A wait near or above the CPU time
+/// means the machine's cores, not this process's threads, bounded what it did.
+pub(super) fn threads_run_and_wait() -> Option<(Duration, Duration)> {
+    let (mut ran, mut waited) = (0u64, 0u64);
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let Ok(line) = std::fs::read_to_string(task.ok()?.path().join("schedstat")) else {
+            continue; // a thread that ended meanwhile
+        };
+        let (r, w) = run_and_wait_of_schedstat(&line)?;
+        ran += r;
+        waited += w;
+    }
+    Some((Duration::from_nanos(ran), Duration::from_nanos(waited)))
+}
+
+/// The first two fields of a `schedstat` line: ns on a CPU, ns runnable waiting for one.
+fn run_and_wait_of_schedstat(line: &str) -> Option<(u64, u64)> {
+    let mut fields = line.split_whitespace().map(|f| f.parse::<u64>().ok());
+    Some((fields.next()??, fields.next()??))
+}
+
 /// Resident memory of this process, bytes (`VmRSS`), and its peak (`VmHWM`).
 pub(super) fn resident() -> Option<(u64, u64)> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -55,6 +77,12 @@ mod tests {
     fn cpu_fields_are_read_after_the_command_name() {
         let line = "42 (a (weird) name) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 1 0 0";
         assert_eq!(cpu_of_stat(line), Some(Duration::from_millis(3000)));
+    }
+
+    #[test]
+    fn schedstat_gives_run_and_wait() {
+        assert_eq!(run_and_wait_of_schedstat("1500 250 7\n"), Some((1500, 250)));
+        assert_eq!(run_and_wait_of_schedstat("x 1 2"), None);
     }
 
     #[test]
