@@ -116,42 +116,107 @@ pub(super) fn owner_seen(data: &NamespaceEphemeralData) -> OwnerSeen {
 /// Everything a new leader reads: stored bundle data and quotas (the seeds of bundles seen for the first time),
 /// time averages, namespaces, reports, assignment records, ownership nodes, cluster policies. Also fills the
 /// executor's `applied` map with each report's (incarnation, version).
+///
+/// The parts are read at once, each with its own reads in flight: one after the other they added up to 3.9 s
+/// at 1,000 brokers × 100,000 bundles, most of what a failover takes beyond the session timeout. Their order
+/// does not matter: the leader's watches are open before this runs, so whatever changes after a part was read
+/// comes as a notification as well.
 pub(super) async fn load_all(
     sh: &AgentShared,
     applied: &mut std::collections::HashMap<String, (i64, i64)>,
 ) -> Result<LoadedState, RuntimeError> {
-    let store = sh.store.clone();
     let started = tokio::time::Instant::now();
-    let mut state = LoadedState::default();
-    let mut phases: Vec<(&str, u128)> = Vec::new();
-    let mut mark = |name, t: &mut tokio::time::Instant| {
-        phases.push((name, t.elapsed().as_millis()));
-        *t = tokio::time::Instant::now();
+    let (bundle_data, time_averages, namespaces, reports, records, owners, cluster) = tokio::join!(
+        timed(load_bundle_data(sh)),
+        timed(load_time_averages(sh)),
+        timed(load_namespaces(sh)),
+        timed(load_reports(sh)),
+        timed(load_records(sh)),
+        timed(load_owners(sh)),
+        timed(cluster_policies(sh)),
+    );
+    let phases = [
+        ("bundle data and quotas", bundle_data.1),
+        ("time averages", time_averages.1),
+        ("namespaces", namespaces.1),
+        ("reports", reports.1),
+        ("records", records.1),
+        ("ownership nodes", owners.1),
+        ("cluster policies", cluster.1),
+    ];
+    let (bundle_data, quotas) = bundle_data.0?;
+    let mut state = LoadedState {
+        bundle_data,
+        quotas,
+        time_averages: time_averages.0?,
+        namespaces: namespaces.0?,
+        records: records.0?,
+        owners: owners.0?,
+        cluster: cluster.0,
+        ..LoadedState::default()
     };
-    let mut t = tokio::time::Instant::now();
-    let bundles = list_bundles(&store, paths::BUNDLE_DATA).await?;
+    for (id, incarnation, report) in reports.0? {
+        applied.insert(id.clone(), incarnation);
+        state.reports.push((id, report));
+    }
+    tracing::info!(
+        leader = %sh.broker_id,
+        "leader state read in {} ms, its parts at once ({})",
+        started.elapsed().as_millis(),
+        phases
+            .iter()
+            .map(|(name, ms)| format!("{name} {ms} ms"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(state)
+}
+
+/// Stored bundle data: bundle → its value (`None` when the node does not decode).
+type BundleDataSeeds = Vec<(String, Option<BundleData>)>;
+/// Stored resource quotas: bundle → quota.
+type Quotas = Vec<(String, ResourceQuota)>;
+/// A registration node as read: broker id, (incarnation, version), the report or why it is not one.
+type LoadedReport = (
+    String,
+    (i64, i64),
+    Result<crate::model::LocalBrokerData, String>,
+);
+
+/// `fut`'s output and how long it took, ms.
+async fn timed<T>(fut: impl std::future::Future<Output = T>) -> (T, u128) {
+    let t = tokio::time::Instant::now();
+    let out = fut.await;
+    (out, t.elapsed().as_millis())
+}
+
+/// Stored bundle data (a node that does not decode counts as absent, logged) and resource quotas.
+async fn load_bundle_data(sh: &AgentShared) -> Result<(BundleDataSeeds, Quotas), RuntimeError> {
+    let bundles = list_bundles(&sh.store, paths::BUNDLE_DATA).await?;
     let paths_: Vec<String> = bundles.iter().map(|b| paths::bundle_data(b)).collect();
+    let mut data = Vec::new();
     for (path, r) in read_many::<BundleData>(sh, paths_).await {
         let Some(bundle) = paths::below(paths::BUNDLE_DATA, &path).map(str::to_owned) else {
             continue;
         };
         match r {
-            Ok(Some((data, _, _))) => state.bundle_data.push((bundle, Some(data))),
+            Ok(Some((d, _, _))) => data.push((bundle, Some(d))),
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!("stored bundle data skipped: {e}");
-                state.bundle_data.push((bundle, None));
+                data.push((bundle, None));
             }
         }
     }
+    let mut quotas = Vec::new();
     for root in [paths::RESOURCE_QUOTA_LEGACY, paths::RESOURCE_QUOTA] {
-        let quotas = list_bundles(&store, root).await?;
-        let paths_: Vec<String> = quotas.iter().map(|b| format!("{root}/{b}")).collect();
+        let listed = list_bundles(&sh.store, root).await?;
+        let paths_: Vec<String> = listed.iter().map(|b| format!("{root}/{b}")).collect();
         for (path, r) in read_many::<ResourceQuota>(sh, paths_).await {
             match r {
                 Ok(Some((q, _, _))) => {
                     if let Some(b) = paths::below(root, &path) {
-                        state.quotas.push((b.to_owned(), q));
+                        quotas.push((b.to_owned(), q));
                     }
                 }
                 Ok(None) => {}
@@ -159,16 +224,29 @@ pub(super) async fn load_all(
             }
         }
     }
-    mark("bundle data and quotas", &mut t);
-    let tas = store.get_children(paths::BROKER_TIME_AVERAGE).await?;
+    Ok((data, quotas))
+}
+
+/// Stored time averages, per broker (`None` where the node does not decode).
+async fn load_time_averages(
+    sh: &AgentShared,
+) -> Result<Vec<(String, Option<TimeAverageBrokerData>)>, RuntimeError> {
+    let tas = sh.store.get_children(paths::BROKER_TIME_AVERAGE).await?;
     let paths_: Vec<String> = tas.iter().map(|b| paths::time_average(b)).collect();
+    let mut out = Vec::new();
     for (path, r) in read_many::<TimeAverageBrokerData>(sh, paths_).await {
         if let Some(b) = paths::below(paths::BROKER_TIME_AVERAGE, &path) {
-            let value = r.ok().flatten().map(|(v, _, _)| v);
-            state.time_averages.push((b.to_owned(), value));
+            out.push((b.to_owned(), r.ok().flatten().map(|(v, _, _)| v)));
         }
     }
-    mark("time averages", &mut t);
+    Ok(out)
+}
+
+/// Every namespace's bundles, sorted by name; a namespace that cannot be read is logged and skipped.
+async fn load_namespaces(
+    sh: &AgentShared,
+) -> Result<Vec<crate::core::leader::NamespaceBundlesInfo>, RuntimeError> {
+    let store = sh.store.clone();
     let names: Vec<(String, crate::bundle::NamespaceName)> = list_namespaces(&store)
         .await?
         .into_iter()
@@ -177,7 +255,7 @@ pub(super) async fn load_all(
             Some((ns, name))
         })
         .collect();
-    let namespaces: Vec<_> = stream::iter(names)
+    let read: Vec<_> = stream::iter(names)
         .map(|(ns, name)| {
             let store = store.clone();
             async move { (ns, read_bundles(&store, &name).await) }
@@ -185,17 +263,24 @@ pub(super) async fn load_all(
         .buffer_unordered(64)
         .collect()
         .await;
-    for (ns, read) in namespaces {
+    let mut out = Vec::new();
+    for (ns, read) in read {
         match read {
-            Ok(Some(info)) => state.namespaces.push(info),
+            Ok(Some(info)) => out.push(info),
             Ok(None) => {}
             Err(e) => tracing::warn!(namespace = ns, "namespace skipped: {e}"),
         }
     }
-    state.namespaces.sort_by_key(|n| n.namespace.to_string());
-    mark("namespaces", &mut t);
+    out.sort_by_key(|n| n.namespace.to_string());
+    Ok(out)
+}
+
+/// Every registration node: (broker id, (incarnation, version), report or why it does not decode). Read one
+/// `get` per broker: a report of 100 bundles is about 20 KiB, so 100 of them would not fit a `multiRead`.
+async fn load_reports(sh: &AgentShared) -> Result<Vec<LoadedReport>, RuntimeError> {
+    let store = sh.store.clone();
     let ids = store.get_children(paths::BROKERS).await?;
-    let reports: Vec<_> = stream::iter(ids)
+    let read: Vec<_> = stream::iter(ids)
         .map(|id| {
             let store = store.clone();
             async move {
@@ -207,13 +292,10 @@ pub(super) async fn load_all(
         .buffered(READS_IN_FLIGHT)
         .collect()
         .await;
-    for (id, path, read) in reports {
+    let mut out = Vec::new();
+    for (id, path, read) in read {
         match read {
             Ok(Some(found)) => {
-                applied.insert(
-                    id.clone(),
-                    (found.stat.creation_revision, found.stat.version),
-                );
                 let report = read_registration(&found.value, found.stat.ephemeral)
                     .map_err(|why| format!("{path}: {why}"));
                 if report.is_err() {
@@ -221,48 +303,49 @@ pub(super) async fn load_all(
                         .malformed_reports
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
-                state.reports.push((id, report));
+                out.push((
+                    id,
+                    (found.stat.creation_revision, found.stat.version),
+                    report,
+                ));
             }
             Ok(None) => {}
             Err(Error::Closed) => return Err(RuntimeError::Store(Error::Closed)),
             Err(e) => tracing::warn!(leader = %sh.broker_id, "reading {path}: {e}"),
         }
     }
-    mark("reports", &mut t);
-    let records = list_bundles(&store, paths::ASSIGNMENTS).await?;
+    Ok(out)
+}
+
+/// Every assignment record with its version; one that does not decode is logged and skipped.
+async fn load_records(sh: &AgentShared) -> Result<Vec<(BundleAssignment, i64)>, RuntimeError> {
+    let records = list_bundles(&sh.store, paths::ASSIGNMENTS).await?;
     let paths_: Vec<String> = records.iter().map(|b| paths::assignment(b)).collect();
+    let mut out = Vec::new();
     for (_, r) in read_many::<BundleAssignment>(sh, paths_).await {
         match r {
-            Ok(Some((rec, stat, _))) => state.records.push((rec, stat.version)),
+            Ok(Some((rec, stat, _))) => out.push((rec, stat.version)),
             Ok(None) => {}
             Err(e) => tracing::warn!("assignment record skipped: {e}"),
         }
     }
-    mark("records", &mut t);
-    let owned = list_bundles(&store, paths::OWNERSHIP).await?;
+    Ok(out)
+}
+
+/// Every ownership node: (bundle, who it names); one that does not decode is logged and skipped.
+async fn load_owners(sh: &AgentShared) -> Result<Vec<(String, OwnerSeen)>, RuntimeError> {
+    let owned = list_bundles(&sh.store, paths::OWNERSHIP).await?;
     let paths_: Vec<String> = owned.iter().map(|b| paths::ownership(b)).collect();
+    let mut out = Vec::new();
     for (path, r) in read_many::<NamespaceEphemeralData>(sh, paths_).await {
         let Some(bundle) = paths::below(paths::OWNERSHIP, &path).map(str::to_owned) else {
             continue;
         };
         match r {
-            Ok(Some((data, _, _))) => state.owners.push((bundle, owner_seen(&data))),
+            Ok(Some((data, _, _))) => out.push((bundle, owner_seen(&data))),
             Ok(None) => {}
             Err(e) => tracing::warn!("ownership node skipped: {e}"),
         }
     }
-    mark("ownership nodes", &mut t);
-    state.cluster = cluster_policies(sh).await;
-    mark("cluster policies", &mut t);
-    tracing::info!(
-        leader = %sh.broker_id,
-        "leader state read in {} ms ({})",
-        started.elapsed().as_millis(),
-        phases
-            .iter()
-            .map(|(name, ms)| format!("{name} {ms} ms"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    Ok(state)
+    Ok(out)
 }
