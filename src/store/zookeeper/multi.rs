@@ -208,10 +208,10 @@ impl Inner {
 
     /// The results of a committed multi, with the stat of every node it created. Some servers answer a
     /// `create2` inside a multi without its stat (ZOOKEEPER-4026 and ZOOKEEPER-4667; Debian 12's 3.8.0 does);
-    /// those nodes are read back together, in one `multiRead` (pipelined `exists` calls on a server without it), instead of one round
-    /// trip each: a leader's multi of 16 records and their inbox entries waited for 32 sequential reads, ten
-    /// times the multi's own latency under a lookup storm. A node gone meanwhile keeps its invalid stat, and
-    /// [`Inner::created`] reports it.
+    /// those nodes are read back together, in one `multiRead` (pipelined `exists` calls on a server without
+    /// it), instead of one round trip each. Read one at a time, a leader's multi of 16 records and their inbox
+    /// entries waited for 32 sequential reads: 300 ms in all under a lookup storm, against 45 ms for the
+    /// commit. A node gone meanwhile keeps its invalid stat, and [`Inner::created`] reports it.
     async fn fill_create_stats(
         &self,
         client: &zk::Client,
