@@ -795,6 +795,7 @@ async fn unreachable_store_names_address_and_time() {
 /// Restarts a store's server (same data and port) while the sessions stay valid, then checks that changes made
 /// AFTER the watching store reconnected are notified live (not only by the rescan that follows a reconnect).
 async fn notifications_continue_after_restart(url: &str, restart: impl FnOnce()) {
+    loadmgr::testing::log_to_test_output();
     let session = Duration::from_secs(8);
     let a = connect(url, session).await;
     let writer = connect(url, session).await;

@@ -81,6 +81,7 @@ impl ZkStore {
             options,
             acls,
             client: RwLock::new(None),
+            session_task: Mutex::new(None),
             generation: AtomicU64::new(0),
             watches: tokio::sync::Mutex::new(Watches::default()),
             tracking: Mutex::new(Tracking::default()),
@@ -100,8 +101,8 @@ impl ZkStore {
         let started = Instant::now();
         let timeout = inner.options.first_connect_timeout();
         let failed = match tokio::time::timeout(timeout, new_client(&inner)).await {
-            Ok(Ok(c)) => {
-                install_client(&inner, c, Install::New);
+            Ok(Ok((c, task))) => {
+                install_client(&inner, c, task, Install::New);
                 return Ok(ZkStore { inner });
             }
             Ok(Err(Error::ConnectionLost { reason, .. }))

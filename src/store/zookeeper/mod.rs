@@ -118,6 +118,7 @@ mod multi;
 mod nodes;
 pub mod raw_bench;
 mod session;
+mod task;
 mod watch;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -169,6 +170,9 @@ struct Inner {
     options: StoreOptions,
     acls: Vec<zk::Acl>,
     client: RwLock<Option<zk::Client>>,
+    /// The background task of the current client: replaced (and so aborted) with it, so that a client
+    /// the store let go of can never take the session back (see `task.rs`).
+    session_task: Mutex<Option<task::SessionTask>>,
     /// Increments with every new client (session).
     generation: AtomicU64,
     /// The watched roots and the generation whose client has them (see `watch.rs`).
@@ -285,9 +289,9 @@ impl Inner {
 
     /// Runs `fut` within the operation timeout. If a new client replaces the current one meanwhile (a
     /// session resumed on a new connection, or a new session), `fut` is dropped with the old client's handle
-    /// and the operation fails with `ConnectionLost` (it may or may not have been applied): an abandoned
-    /// client must have no handles left, or it would take the session back from the new one when it
-    /// reconnects.
+    /// and the operation fails with `ConnectionLost` (it may or may not have been applied); so does one that
+    /// failed while the client was replaced (the old client's task is aborted, see `task.rs`, and what it
+    /// had pending fails with an error that is not the server's answer).
     async fn timed<T>(
         &self,
         operation: &str,
@@ -308,6 +312,15 @@ impl Inner {
         };
         tokio::select! {
             r = tokio::time::timeout(self.options.operation_timeout, fut) => match r {
+                // The old client's task is aborted when it is replaced, which fails what it had pending
+                // with an error that says nothing of the request: the request raced the replacement.
+                Ok(Err(e)) if self.generation.load(Ordering::SeqCst) != generation => {
+                    Err(Error::ConnectionLost {
+                        address: self.address(),
+                        operation: format!("{operation} {path}"),
+                        reason: format!("the connection was replaced while the request was pending ({e})"),
+                    })
+                }
                 Ok(r) => r,
                 Err(_) => Err(Error::Timeout {
                     operation: format!("{operation} {path}"),

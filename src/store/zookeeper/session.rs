@@ -16,12 +16,12 @@
 //! session, retried with backoff, the recursive watch of every watched root re-added, this store's
 //! ephemerals re-created with their last values, then `Reconnected`, `SessionReestablished`.
 //!
-//! Every client is **detached**: dropping it never sends `CloseSession`. An abandoned client may still be
-//! reconnecting in the crate's background task, and a non-detached one would close the session the new
-//! client resumed as soon as it got through. The store closes its session explicitly instead
-//! ([`close_session`]). An abandoned client that gets through takes the session's connection from the
-//! current client for a moment (the server keeps one connection per session); the current client
-//! reconnects at once.
+//! Every client is **detached**: dropping it never sends `CloseSession`; the store closes its session
+//! explicitly instead ([`close_session`]). Each client is installed with its session task (`task.rs`), and
+//! installing the next client aborts the previous client's task: a client the store let go of stops
+//! reconnecting at once, so it cannot take the session's connection from the current client (the server
+//! keeps one connection per session). A resumption that connects after the crate's own reconnection wins
+//! too: its connection is the one the server kept.
 //!
 //! Each client's tasks carry its *generation* and are aborted once the store moves on to a newer one.
 
@@ -35,6 +35,7 @@ use backon::{ExponentialBuilder, Retryable};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
+use super::task::{self, SessionTask};
 use super::Inner;
 use crate::store::{CreateOptions, Error, Result};
 
@@ -47,9 +48,14 @@ pub(super) enum Install {
     Resumed,
 }
 
-/// Makes `client` current and starts its supervisor and probe; the tasks of older clients are aborted and
-/// operations pending on them fail (see `Inner::timed`).
-pub(super) fn install_client(inner: &Arc<Inner>, client: zk::Client, how: Install) {
+/// Makes `client` current and starts its supervisor and probe; the tasks of older clients (the crate's
+/// session task included) are aborted and operations pending on them fail (see `Inner::timed`).
+pub(super) fn install_client(
+    inner: &Arc<Inner>,
+    client: zk::Client,
+    session_task: SessionTask,
+    how: Install,
+) {
     let states = client.state_watcher();
     let timeout = client.session_timeout();
     let info = client.session().clone();
@@ -66,6 +72,8 @@ pub(super) fn install_client(inner: &Arc<Inner>, client: zk::Client, how: Instal
         *slot = Some(client);
         generation
     };
+    // The previous client's task stops here (see the module docs).
+    drop(inner.session_task.lock().unwrap().replace(session_task));
     inner.replaced.notify_waiters();
     inner.abort_older_tasks(generation);
     if how == Install::New {
@@ -151,7 +159,8 @@ async fn supervise(
     let retry = (timeout / 20).max(Duration::from_millis(50));
     let mut lost_timer: Pending<()> = None;
     let mut resume_timer: Pending<()> = None;
-    let mut resuming: Pending<Result<zk::Client>> = None;
+    let mut resuming: Pending<Result<(zk::Client, SessionTask)>> = None;
+    let mut connected = false;
     loop {
         let state = tokio::select! {
             s = states.changed() => s,
@@ -184,8 +193,8 @@ async fn supervise(
                     return;
                 }
                 match r {
-                    Ok(client) => {
-                        install_client(&inner, client, Install::Resumed);
+                    Ok((client, task)) => {
+                        install_client(&inner, client, task, Install::Resumed);
                         let generation = inner.generation.load(Ordering::SeqCst);
                         inner.spawn_task(generation, after_resume(Arc::downgrade(&inner), generation));
                         return;
@@ -196,10 +205,11 @@ async fn supervise(
                         inner.spawn_task(0, reestablish(weak));
                         return;
                     }
-                    Err(e) => {
+                    Err(e) if !connected => {
                         tracing::debug!(store = %inner.address(), "resuming the session failed: {e}");
                         resume_timer = Some(Box::pin(tokio::time::sleep(retry)));
                     }
+                    Err(_) => {}
                 }
                 continue;
             }
@@ -212,6 +222,7 @@ async fn supervise(
         }
         match state {
             zk::SessionState::Disconnected => {
+                connected = false;
                 inner.note_disconnected();
                 if inner.session.connection_lost() {
                     tracing::warn!(store = %inner.address(), "connection lost");
@@ -223,9 +234,11 @@ async fn supervise(
                 }
             }
             zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+                connected = true;
                 lost_timer = None;
                 resume_timer = None;
-                resuming = None;
+                // A resumption in flight is left to finish: if it gets through, the server has moved the
+                // session to its connection, and it is installed like any other.
                 // The server accepted the session on the new connection just now.
                 inner.session.acknowledged_now();
                 if inner.session.reconnected() {
@@ -247,10 +260,13 @@ async fn supervise(
 
 /// A new client on the session `info` (the same session id and password), or `SessionLost` when the server
 /// says the session expired.
-async fn resume_client(inner: Arc<Inner>, info: zk::SessionInfo) -> Result<zk::Client> {
+async fn resume_client(
+    inner: Arc<Inner>,
+    info: zk::SessionInfo,
+) -> Result<(zk::Client, SessionTask)> {
     let connector = inner.connector().with_session(info).with_fail_eagerly();
-    match connector.connect(&inner.servers).await {
-        Ok(client) => inner.chrooted(client),
+    match task::connect(connector, &inner.servers).await {
+        Ok((client, task)) => Ok((inner.chrooted(client)?, task)),
         Err(zk::Error::SessionExpired) => Err(Error::SessionLost {
             reason: "the server expired it".into(),
         }),
@@ -398,12 +414,12 @@ async fn reestablish(weak: Weak<Inner>) {
         .when(|e| !matches!(e, Error::Closed))
         .notify(|e, d| tracing::warn!("new ZooKeeper session failed ({e}); retrying in {d:?}"))
         .await;
-    let Ok(client) = client else { return };
+    let Ok((client, task)) = client else { return };
     let Some(inner) = weak.upgrade() else { return };
     if inner.closed.load(Ordering::SeqCst) {
         return;
     }
-    install_client(&inner, client, Install::New);
+    install_client(&inner, client, task, Install::New);
     let generation = inner.generation.load(Ordering::SeqCst);
     let watched = if inner.has_watches().await {
         match inner.restore_watches().await {
@@ -540,11 +556,9 @@ impl Inner {
     }
 }
 
-/// Opens a client (a new session) and ensures the chroot exists.
-pub(super) async fn new_client(inner: &Inner) -> Result<zk::Client> {
-    let client = inner
-        .connector()
-        .connect(&inner.servers)
+/// Opens a client (a new session) with its session task and ensures the chroot exists.
+pub(super) async fn new_client(inner: &Inner) -> Result<(zk::Client, SessionTask)> {
+    let (client, task) = task::connect(inner.connector(), &inner.servers)
         .await
         .map_err(|e| inner.map_err(e, "connect", ""))?;
     if let Some(chroot) = &inner.chroot {
@@ -553,5 +567,5 @@ pub(super) async fn new_client(inner: &Inner) -> Result<zk::Client> {
             .await
             .map_err(|e| inner.map_err(e, "create chroot", chroot))?;
     }
-    inner.chrooted(client)
+    Ok((inner.chrooted(client)?, task))
 }

@@ -133,7 +133,9 @@ pub fn free_ports(n: usize) -> Vec<u16> {
         .collect()
 }
 
-/// A fresh directory under the temp dir, removed on drop.
+/// A fresh directory under the temp dir, removed on drop — unless the thread is panicking (a test failed) and
+/// `LOADMGR_KEEP_FAILED` is set, so the failed test's server logs and data can be read afterwards (the path is
+/// printed).
 #[derive(Debug)]
 pub struct TempDir {
     path: PathBuf,
@@ -162,6 +164,10 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        if std::thread::panicking() && std::env::var_os("LOADMGR_KEEP_FAILED").is_some() {
+            eprintln!("kept for LOADMGR_KEEP_FAILED: {}", self.path.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
