@@ -115,9 +115,10 @@ pub struct FlushSample {
 /// One shedding tick: the decision and starting its moves.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SheddingSample {
-    /// From the tick to the last move's record written.
+    /// From the tick to its decision made and its moves' record writes handed to the store (they are written
+    /// in the background, while the leader goes on).
     pub duration: Duration,
-    /// Moves started in the tick.
+    /// Moves the tick decided (record writes asked for).
     pub moves: u64,
 }
 

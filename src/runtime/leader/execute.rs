@@ -1,14 +1,14 @@
 //! Commands of the core into fenced store batches, answers and log lines. A write's outcome goes back to the
 //! core as [`Event::Done`]; a rejected fence or a closed store stops the leader.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
 use futures::StreamExt;
 
 use crate::bundle::format_hash;
 use crate::core::leader::{
-    Command, Event, FlushedNode, FlushedValue, Level, Outcome, Reread, SplitWrite,
+    Command, Event, FlushedNode, FlushedValue, Level, Outcome, Reread, SplitWrite, Ticket,
 };
 use crate::model::json::to_json_vec;
 use crate::model::records::{
@@ -19,6 +19,13 @@ use crate::runtime::meters::FlushSample;
 use crate::store::{CreateOptions, Error, MetadataStoreExt, Op, OpResult, CREATE_ONLY};
 
 use super::{inbox, load, Executor, OpenRequest, SplitPointsAnswer, Step, Stop};
+
+/// Record writes ready for the store: per record its ticket, the record and the inbox entries it leaves, and
+/// its batch ([`Executor::prepare_records`]).
+pub(super) struct PreparedRecords {
+    pub(super) records: Vec<(Ticket, BundleAssignment, BTreeSet<String>)>,
+    pub(super) batches: Vec<Vec<Op>>,
+}
 
 /// Record writes combined into one fenced batch ([`Executor::write_combined`]).
 const RECORDS_PER_MULTI: usize = 16;
@@ -99,6 +106,14 @@ impl Executor {
     /// batch that failed is written again on its own, so one conflict costs no other record its write); the
     /// outcomes in the order of `writes` (every command a [`Command::WriteRecord`] of a distinct bundle).
     pub(super) async fn write_records(&mut self, writes: Vec<Command>) -> Step<Vec<Event>> {
+        let prepared = self.prepare_records(writes);
+        let outcomes = Self::write_prepared(&self.election, prepared.batches).await?;
+        Ok(self.finish_records(prepared.records, outcomes))
+    }
+
+    /// The store batch of each record write (the record and its inbox entries, see `inbox`), from what this
+    /// leader knows of the entries now: no write of the same bundles may be in flight.
+    pub(super) fn prepare_records(&self, writes: Vec<Command>) -> PreparedRecords {
         let mut records = Vec::with_capacity(writes.len());
         let mut batches = Vec::with_capacity(writes.len());
         for c in writes {
@@ -108,7 +123,7 @@ impl Executor {
                 expected_version,
             } = c
             else {
-                unreachable!("write_records takes record writes only");
+                unreachable!("prepare_records takes record writes only");
             };
             let record_op = Op::Put {
                 path: paths::assignment(&record.bundle),
@@ -129,22 +144,28 @@ impl Executor {
             batches.push(ops);
             records.push((ticket, record, wanted));
         }
-        let election = self.election.clone();
-        let combined = Self::write_combined(&election, &batches).await?;
+        PreparedRecords { records, batches }
+    }
+
+    /// Writes prepared batches (see [`Executor::write_records`]) without borrowing the executor: the outcome
+    /// of each, in order.
+    pub(super) async fn write_prepared(
+        election: &crate::coordination::LeaderElection,
+        batches: Vec<Vec<Op>>,
+    ) -> Step<Vec<Outcome>> {
+        let combined = Self::write_combined(election, &batches).await?;
         // The records of failed combined batches, each on its own, all in flight together.
         let mut alone = futures::future::join_all(
             combined
                 .iter()
                 .zip(&batches)
                 .filter(|(outcome, _)| outcome.is_none())
-                .map(|(_, ops)| Self::fenced(&election, ops.clone(), false)),
+                .map(|(_, ops)| Self::fenced(election, ops.clone(), false)),
         )
         .await
         .into_iter();
-        let mut events = Vec::with_capacity(records.len());
-        for (((ticket, record, wanted), outcome), ops) in
-            records.into_iter().zip(combined).zip(batches)
-        {
+        let mut outcomes = Vec::with_capacity(batches.len());
+        for (outcome, ops) in combined.into_iter().zip(batches) {
             let mut outcome = match outcome {
                 Some(outcome) => outcome,
                 None => alone.next().expect("one per failed record")?,
@@ -157,15 +178,28 @@ impl Executor {
                     .into_iter()
                     .filter(|o| !matches!(o, Op::Delete { .. }))
                     .collect();
-                outcome = Self::fenced(&election, puts, false).await?;
+                outcome = Self::fenced(election, puts, false).await?;
             }
+            outcomes.push(outcome);
+        }
+        Ok(outcomes)
+    }
+
+    /// Notes what the outcomes of prepared records show written (meters, inbox entries): the core's events.
+    pub(super) fn finish_records(
+        &mut self,
+        records: Vec<(Ticket, BundleAssignment, BTreeSet<String>)>,
+        outcomes: Vec<Outcome>,
+    ) -> Vec<Event> {
+        let mut events = Vec::with_capacity(records.len());
+        for ((ticket, record, wanted), outcome) in records.into_iter().zip(outcomes) {
             if let Outcome::Written(_) = outcome {
                 self.count_record(&record);
                 self.entries_written(&record.bundle, wanted);
             }
             events.push(Event::Done { ticket, outcome });
         }
-        Ok(events)
+        events
     }
 
     /// Writes the records' batches [`RECORDS_PER_MULTI`] to one fenced batch, all in flight together: the

@@ -153,16 +153,22 @@ impl Executor {
         // All in one step: the core's decisions do not depend on when a write's outcome comes back (see
         // `core::leader::moves`), so the records a lookup storm completes go to the store together, 16 to a
         // batch, instead of one round trip each before the next event.
-        self.step_all(events).await?;
-        if !owners_gone.is_empty() {
-            self.owners_gone(&owners_gone).await?;
-        }
-        // The lag runs to the report being aggregated, not merely read.
+        let queue = self.hand(events);
+        // The lag runs to the report being aggregated (the core has it), not merely read; the writes that
+        // other events of the batch asked for come after it and are not part of it.
         let now = self.sh.now_ms();
         for written_ms in lags_ms.into_iter().filter(|ms| *ms > 0) {
             let lag_ms = (now - written_ms).max(0);
             self.sh.meters.report_lag.observe(lag_ms as f64 / 1000.0);
             self.sh.meters.recent.report_lag(lag_ms);
+        }
+        self.execute_all(queue).await?;
+        if !owners_gone.is_empty() {
+            // Their entries are known once a run writing them is in (see `writes`).
+            if self.writing_any(owners_gone.iter().map(String::as_str)) {
+                self.settle().await?;
+            }
+            self.owners_gone(&owners_gone).await?;
         }
         Ok(())
     }

@@ -15,6 +15,7 @@ mod execute;
 mod inbox;
 mod intake;
 mod load;
+mod writes;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use super::history::History;
 use super::shared::{AgentShared, LocalRequest};
 use crate::coordination::LeaderElection;
 use crate::core::leader::{Command, Event, Leader as Core, RequestId, Tick, Ticket};
-use crate::model::records::AdminRequest;
+use crate::model::records::{AdminRequest, AssignmentCause};
 use crate::paths;
 use crate::store::{Notification, NotificationStream, NotificationType, Stat};
 
@@ -103,6 +104,14 @@ struct Executor {
     background: tokio::task::JoinSet<()>,
     flushed_tx: mpsc::UnboundedSender<(Ticket, Step<crate::core::leader::Outcome>)>,
     flushed_rx: mpsc::UnboundedReceiver<(Ticket, Step<crate::core::leader::Outcome>)>,
+    /// Time spent in the core's handling of events (not of follow-ups), for the log of a new leader's load.
+    core_time: Duration,
+    /// The bundles of the run of record writes in flight ([`writes`]), if one is.
+    run_in_flight: Option<HashSet<String>>,
+    /// Commands the core gave while a run was in flight, in order: executed after its outcomes.
+    waiting: VecDeque<Command>,
+    written_tx: mpsc::UnboundedSender<writes::Written>,
+    written_rx: mpsc::UnboundedReceiver<writes::Written>,
 }
 
 /// The leader task: loads everything, then reacts to notifications and timers until leadership is lost.
@@ -123,23 +132,33 @@ pub(crate) async fn run(sh: Arc<AgentShared>, election: Arc<LeaderElection>) {
         let mut ex = Executor::new(sh.clone(), election);
         let sh = ex.sh.clone();
         let started = tokio::time::Instant::now();
-        let state = load::load_all(&sh, &mut ex.applied_reports)
-            .await
-            .map_err(|e| e.to_string())?;
+        // The brokers' inboxes are listed while the state is read: neither needs the other.
+        let (state, entries) = tokio::join!(
+            load::load_all(&sh, &mut ex.applied_reports),
+            inbox::load(&sh.store)
+        );
+        let state = state.map_err(|e| e.to_string())?;
+        ex.entries = entries.map_err(|e| e.to_string())?;
         let read = started.elapsed();
-        ex.entries = inbox::load(&sh.store).await.map_err(|e| e.to_string())?;
-        let inboxes = started.elapsed() - read;
-        let first = match ex.step(Event::Loaded(Box::new(state))).await {
-            Ok(()) => ex.repair_entries().await,
+        let first = ex.step(Event::Loaded(Box::new(state))).await;
+        let loaded = started.elapsed();
+        // The repair compares the entries with the records: the reconciliation's writes must be in.
+        let first = match first {
+            Ok(()) => match ex.settle().await {
+                Ok(()) => ex.repair_entries().await,
+                stop => stop,
+            },
             stop => stop,
         };
         tracing::info!(
             leader = %sh.broker_id,
-            "leader ready in {} ms: state read {} ms, inboxes listed {} ms, loaded and reconciled {} ms",
+            "leader ready in {} ms: state and inboxes read {} ms, loaded and reconciled {} ms (the core {} ms), \
+             inboxes repaired {} ms",
             started.elapsed().as_millis(),
             read.as_millis(),
-            inboxes.as_millis(),
-            (started.elapsed() - read - inboxes).as_millis()
+            (loaded - read).as_millis(),
+            ex.core_time.as_millis(),
+            (started.elapsed() - loaded).as_millis()
         );
         Ok::<_, String>((first, ex, streams))
     }
@@ -265,14 +284,38 @@ fn drain(s: &mut Streams, first: (Tree, Notification)) -> Vec<(Tree, Notificatio
 async fn subscribe(sh: &AgentShared) -> Result<Streams, crate::store::Error> {
     let store = &sh.store;
     let started = tokio::time::Instant::now();
-    let mut took = Vec::new();
-    let brokers = watch_timed(store, paths::BROKERS, &mut took).await?;
-    let owners = watch_timed(store, paths::OWNERSHIP, &mut took).await?;
-    let records = watch_timed(store, paths::ASSIGNMENTS, &mut took).await?;
-    let requests = watch_timed(store, paths::REQUESTS, &mut took).await?;
-    let policies = watch_timed(store, paths::LOCAL_POLICIES, &mut took).await?;
-    let cluster = match &sh.settings().cluster_name {
-        Some(c) => Some(watch_timed(store, &paths::cluster(c), &mut took).await?),
+    // Opened at once: each watch is independent, and a new one may scan what is below it.
+    let cluster_root = sh.settings().cluster_name.as_deref().map(paths::cluster);
+    let (brokers, owners, records, requests, policies, cluster) = tokio::join!(
+        watch_timed(store, paths::BROKERS),
+        watch_timed(store, paths::OWNERSHIP),
+        watch_timed(store, paths::ASSIGNMENTS),
+        watch_timed(store, paths::REQUESTS),
+        watch_timed(store, paths::LOCAL_POLICIES),
+        async {
+            match &cluster_root {
+                Some(root) => watch_timed(store, root).await.map(Some),
+                None => Ok(None),
+            }
+        },
+    );
+    let mut took: Vec<String> = Vec::new();
+    let mut opened = |w: Result<(NotificationStream, String), crate::store::Error>| {
+        w.map(|(stream, t)| {
+            took.push(t);
+            stream
+        })
+    };
+    let brokers = opened(brokers)?;
+    let owners = opened(owners)?;
+    let records = opened(records)?;
+    let requests = opened(requests)?;
+    let policies = opened(policies)?;
+    let cluster = match cluster? {
+        Some((stream, t)) => {
+            took.push(t);
+            Some(stream)
+        }
         None => None,
     };
     tracing::info!(
@@ -291,16 +334,14 @@ async fn subscribe(sh: &AgentShared) -> Result<Streams, crate::store::Error> {
     })
 }
 
-/// Watches `prefix`, noting in `took` how long it took (a new watch may scan what is below it).
+/// Watches `prefix`; also says how long it took (a new watch may scan what is below it).
 async fn watch_timed(
     store: &crate::store::DynStore,
     prefix: &str,
-    took: &mut Vec<String>,
-) -> Result<NotificationStream, crate::store::Error> {
+) -> Result<(NotificationStream, String), crate::store::Error> {
     let t = tokio::time::Instant::now();
     let stream = store.watch(prefix).await?;
-    took.push(format!("{prefix} {} ms", t.elapsed().as_millis()));
-    Ok(stream)
+    Ok((stream, format!("{prefix} {} ms", t.elapsed().as_millis())))
 }
 
 impl Executor {
@@ -316,6 +357,7 @@ impl Executor {
         let (points_tx, points_rx) = mpsc::unbounded_channel();
         let (local_tx, local_rx) = mpsc::unbounded_channel();
         let (flushed_tx, flushed_rx) = mpsc::unbounded_channel();
+        let (written_tx, written_rx) = mpsc::unbounded_channel();
         *sh.local_requests.lock().unwrap() = Some(local_tx);
         *sh.history.lock().unwrap() = Some(History::new(sh.now_ms(), weights));
         Executor {
@@ -337,6 +379,11 @@ impl Executor {
             background: tokio::task::JoinSet::new(),
             flushed_tx,
             flushed_rx,
+            core_time: Duration::ZERO,
+            run_in_flight: None,
+            waiting: VecDeque::new(),
+            written_tx,
+            written_rx,
         }
     }
 
@@ -346,12 +393,19 @@ impl Executor {
     }
 
     /// Hands `events` to the core in order (a record read that the core already knows a later version of is
-    /// dropped), then executes the commands they gave. Consecutive record writes
-    /// of distinct bundles (a lookup storm, the reconciliation at load, a shedding plan) go to the store
-    /// together, up to [`MAX_WRITES_IN_FLIGHT`] at once, each its own fenced batch; their outcomes are handed
-    /// back in command order before anything else runs. The core keeps a written record tentatively until its
-    /// outcome, so it may ask for many at once; two writes of one bundle are never in flight together.
+    /// dropped), then executes the commands they gave. Consecutive record writes of distinct bundles (a lookup
+    /// storm, the reconciliation at load, a shedding plan) form a run that goes to the store in the
+    /// background, up to [`MAX_WRITES_IN_FLIGHT`] records; while it is in flight, later commands wait for its
+    /// outcomes (see [`writes`]). The core keeps a written record tentatively until its outcome, so it may ask
+    /// for many at once; two writes of one bundle are never in flight together.
     async fn step_all(&mut self, events: Vec<Event>) -> Step {
+        let queue = self.hand(events);
+        self.execute_all(queue).await
+    }
+
+    /// Hands `events` to the core in order (see [`Executor::step_all`]) and returns the commands they gave,
+    /// not yet executed.
+    fn hand(&mut self, events: Vec<Event>) -> VecDeque<Command> {
         // Only a change of the dynamic configuration costs a copy of the settings.
         if self.settings.has_changed().unwrap_or(false) {
             let settings = self.settings.borrow_and_update().clone();
@@ -381,13 +435,22 @@ impl Executor {
             if let Some(h) = self.sh.history.lock().unwrap().as_mut() {
                 h.observe_event(now, &event);
             }
+            let began = std::time::Instant::now();
             queue.extend(self.core.handle(now, event));
+            self.core_time += began.elapsed();
+        }
+        queue
+    }
+
+    /// Executes `queue` (commands the core gave) and the follow-ups of their outcomes (see
+    /// [`Executor::step_all`]).
+    async fn execute_all(&mut self, mut queue: VecDeque<Command>) -> Step {
+        if self.run_in_flight.is_some() {
+            // They run after the run's outcomes (see `writes`).
+            self.waiting.append(&mut queue);
         }
         while let Some(c) = queue.pop_front() {
-            let mut watched = Watched::default();
-            let follow_ups = if matches!(queue.front(), Some(Command::WriteRecord { .. }))
-                && matches!(c, Command::WriteRecord { .. })
-            {
+            if matches!(c, Command::WriteRecord { .. }) {
                 let mut run = vec![c];
                 let mut bundles = HashSet::new();
                 if let Command::WriteRecord { record, .. } = &run[0] {
@@ -404,12 +467,13 @@ impl Executor {
                         _ => break,
                     }
                 }
-                run.iter().for_each(|c| watched.note(c));
-                self.write_records(run).await?
-            } else {
-                watched.note(&c);
-                self.execute(c).await?.into_iter().collect()
-            };
+                self.start_run(run);
+                self.waiting.append(&mut queue);
+                break;
+            }
+            let mut watched = Watched::default();
+            watched.note(&c);
+            let follow_ups: Vec<Event> = self.execute(c).await?.into_iter().collect();
             watched.observe(&self.sh, &follow_ups);
             let mut more = Vec::new();
             for follow_up in follow_ups {
@@ -457,6 +521,8 @@ impl Executor {
                 .map(|(at, _)| Duration::from_millis((*at - self.sh.now_ms()).max(0) as u64));
             let step = tokio::select! {
                 biased;
+                // First: the commands waiting for a run go on as soon as it is in.
+                Some(w) = self.written_rx.recv() => self.run_done(w).await,
                 n = s.brokers.next() => match n {
                     None => Err(Stop::Closed),
                     Some(n) => self.on_notifications(drain(&mut s, (Tree::Brokers, n))).await,
@@ -513,13 +579,18 @@ impl Executor {
                     self.step(Event::Tick(tick)).await
                 }
                 _ = shed.tick() => {
-                    let shedding = crate::runtime::meters::CauseLabels { cause: "shedding".into() };
-                    let before = self.sh.meters.moves_started.get_or_create(&shedding).get();
                     let started = tokio::time::Instant::now();
-                    let r = self.step(Event::Tick(Tick::Shedding)).await;
+                    let queue = self.hand(vec![Event::Tick(Tick::Shedding)]);
+                    let moves = queue
+                        .iter()
+                        .filter(|c| {
+                            matches!(c, Command::WriteRecord { record, .. } if record.cause == AssignmentCause::Shedding)
+                        })
+                        .count() as u64;
+                    // The moves' records are written by a run in the background (`writes`).
+                    let r = self.execute_all(queue).await;
                     let took = started.elapsed();
                     self.sh.meters.shedding_cycle.observe(took.as_secs_f64());
-                    let moves = self.sh.meters.moves_started.get_or_create(&shedding).get() - before;
                     self.sh.meters.recent.shedding(crate::runtime::meters::SheddingSample { duration: took, moves });
                     r
                 }

@@ -1,0 +1,105 @@
+//! One run of record writes in flight while the leader's loop goes on.
+//!
+//! A run of record writes (the moves of a shedding tick, the placements of a lookup storm, the reconciliation
+//! of a new leader) goes to the store in a task of its own, and the loop goes on taking reports, requests,
+//! notifications and ticks, handing each to the core at once. The commands the core gives meanwhile wait,
+//! in order, until the run's outcomes are in; then the outcomes' follow-ups and the waiting commands are
+//! executed, and the record writes among them form the next run. Before, the loop itself waited for every
+//! run, so a report queued behind a shedding tick's writes was aggregated only after them.
+//!
+//! Only one run is in flight at a time, on purpose: the commands that pile up behind it make the next run
+//! large, and a large run is what batches a lookup storm (16 records to a ZooKeeper transaction). Starting a
+//! run for every step instead, several in flight, halved the cold start's throughput at 1,000 brokers ×
+//! 100,000 bundles (2.72 transactions per lookup instead of 1.73).
+//!
+//! # Contract
+//!
+//! * The core may be handed any event before a write's outcome: it decides nothing on an outcome it has not
+//!   seen (a move's record and preallocation count from the moment it asks for the write, see
+//!   `core::leader::moves`), and skips a bundle whose write is pending.
+//! * Commands run in the order the core gave them, the outcomes' follow-ups before the commands that waited
+//!   (as when the loop waited for the run).
+//! * What reads a bundle's inbox entries outside a run (the re-notification of a bundle whose owner left,
+//!   the repair at load) first waits for the run if it holds that bundle: the entries are known once its
+//!   outcome is in.
+//! * A run that meets a lost fence or a closed store stops the loop when its outcome arrives; the task is
+//!   aborted with the executor.
+
+use std::collections::{BTreeSet, HashSet, VecDeque};
+
+use crate::core::leader::{Command, Outcome, Ticket};
+use crate::model::records::BundleAssignment;
+
+use super::{Executor, Step, Watched};
+
+/// A finished run of record writes, as its task sends it back.
+pub(super) struct Written {
+    records: Vec<(Ticket, BundleAssignment, BTreeSet<String>)>,
+    watched: Watched,
+    outcomes: Step<Vec<Outcome>>,
+}
+
+impl Executor {
+    /// Whether the run in flight writes any of `bundles`.
+    pub(super) fn writing_any<'a>(&self, mut bundles: impl Iterator<Item = &'a str>) -> bool {
+        self.run_in_flight
+            .as_ref()
+            .is_some_and(|run| bundles.any(|b| run.contains(b)))
+    }
+
+    /// Starts writing `run` (record writes of distinct bundles) in a task; no run may be in flight.
+    pub(super) fn start_run(&mut self, run: Vec<Command>) {
+        debug_assert!(self.run_in_flight.is_none(), "a run is in flight already");
+        let mut watched = Watched::default();
+        run.iter().for_each(|c| watched.note(c));
+        let prepared = self.prepare_records(run);
+        self.run_in_flight = Some(
+            prepared
+                .records
+                .iter()
+                .map(|(_, r, _)| r.bundle.clone())
+                .collect::<HashSet<_>>(),
+        );
+        let election = self.election.clone();
+        let done = self.written_tx.clone();
+        let records = prepared.records;
+        let batches = prepared.batches;
+        self.background.spawn(async move {
+            let outcomes = Executor::write_prepared(&election, batches).await;
+            // The receiver lives as long as the executor, which aborts this task when it goes.
+            let _ = done.send(Written {
+                records,
+                watched,
+                outcomes,
+            });
+        });
+    }
+
+    /// The run's outcomes: noted, handed to the core, then their follow-ups and the commands that waited
+    /// are executed (which may start the next run).
+    pub(super) async fn run_done(&mut self, w: Written) -> Step {
+        self.run_in_flight = None;
+        let outcomes = w.outcomes?;
+        let events = self.finish_records(w.records, outcomes);
+        w.watched.observe(&self.sh, &events);
+        let mut queue = VecDeque::new();
+        for event in events {
+            let now = self.sh.now_ms();
+            queue.extend(self.core.handle(now, event));
+        }
+        queue.append(&mut self.waiting);
+        self.execute_all(queue).await
+    }
+
+    /// Waits until no run is in flight and no command waits for one.
+    pub(super) async fn settle(&mut self) -> Step {
+        while self.run_in_flight.is_some() {
+            match self.written_rx.recv().await {
+                Some(w) => self.run_done(w).await?,
+                // The executor holds a sender: never.
+                None => break,
+            }
+        }
+        Ok(())
+    }
+}
