@@ -102,15 +102,6 @@ impl Executor {
         Self::fenced(&self.election, ops, deleting).await
     }
 
-    /// Writes records, [`RECORDS_PER_MULTI`] per fenced batch, all in flight together (a record of a combined
-    /// batch that failed is written again on its own, so one conflict costs no other record its write); the
-    /// outcomes in the order of `writes` (every command a [`Command::WriteRecord`] of a distinct bundle).
-    pub(super) async fn write_records(&mut self, writes: Vec<Command>) -> Step<Vec<Event>> {
-        let prepared = self.prepare_records(writes);
-        let outcomes = Self::write_prepared(&self.election, prepared.batches).await?;
-        Ok(self.finish_records(prepared.records, outcomes))
-    }
-
     /// The store batch of each record write (the record and its inbox entries, see `inbox`), from what this
     /// leader knows of the entries now: no write of the same bundles may be in flight.
     pub(super) fn prepare_records(&self, writes: Vec<Command>) -> PreparedRecords {
@@ -147,8 +138,9 @@ impl Executor {
         PreparedRecords { records, batches }
     }
 
-    /// Writes prepared batches (see [`Executor::write_records`]) without borrowing the executor: the outcome
-    /// of each, in order.
+    /// Writes prepared record batches, [`RECORDS_PER_MULTI`] per fenced batch, all in flight together (a record
+    /// of a combined batch that failed is written again on its own, so one conflict costs no other record its
+    /// write), without borrowing the executor: the outcome of each, in order.
     pub(super) async fn write_prepared(
         election: &crate::coordination::LeaderElection,
         batches: Vec<Vec<Op>>,
@@ -285,12 +277,13 @@ impl Executor {
         }
     }
 
-    /// Executes one command; the event to give the core next, if any (a write's outcome).
+    /// Executes one command other than a record write (those go in runs, see `writes`); the event to give the
+    /// core next, if any (a write's outcome).
     pub(super) async fn execute(&mut self, c: Command) -> Step<Option<Event>> {
         let id = self.sh.broker_id.clone();
         match c {
-            c @ Command::WriteRecord { .. } => {
-                Ok(self.write_records(vec![c]).await?.into_iter().next())
+            Command::WriteRecord { .. } => {
+                unreachable!("record writes go to the store in runs (`writes`), not one by one")
             }
             Command::Flush {
                 ticket,

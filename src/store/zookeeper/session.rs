@@ -239,6 +239,7 @@ async fn supervise(
                 resume_timer = None;
                 // A resumption in flight is left to finish: if it gets through, the server has moved the
                 // session to its connection, and it is installed like any other.
+
                 // The server accepted the session on the new connection just now.
                 inner.session.acknowledged_now();
                 if inner.session.reconnected() {
