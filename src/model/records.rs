@@ -213,8 +213,9 @@ pub struct LookupAnswer {
     pub owned: bool,
 }
 
-/// The leader's counters (`/loadmgr/leader-status`), rewritten every flush so operators and tests can read them
-/// with `zkCli.sh` / `etcdctl`.
+/// The leader's counters (`/loadmgr/leader-status`), so operators and tests can read them with `zkCli.sh` /
+/// `etcdctl`: written when a term begins, with every flush that writes bundle data, and at once after a
+/// malformed report.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaderStatus {

@@ -121,6 +121,7 @@ impl Leader {
         broker: &str,
         report: Result<LocalBrokerData, String>,
     ) {
+        let malformed = report.is_err();
         let joined = report.is_ok()
             && !self.registered.contains(broker)
             && self.registered.insert(broker.to_owned());
@@ -130,6 +131,12 @@ impl Leader {
                 .on_active_brokers_change(&self.load.broker_ids());
             // A strategy that acts on a new broker without waiting for cycles asks for an early one.
             self.arm_early_cycle(now);
+        }
+        if malformed {
+            // Worth an operator's attention at once, not with the next flush that has bundle data to write
+            // (which may be long: a flush with nothing changed writes nothing).
+            self.status.updated_ms = now;
+            self.emit(Command::WriteStatus(self.status.clone()));
         }
         if joined {
             // Records waiting for any broker can now be placed (they are all unsettled: a settled bundle does

@@ -640,14 +640,20 @@ fn a_registration_that_is_not_a_live_broker_s_report_is_no_broker() {
     assert!(out.iter().any(|c| matches!(c, Command::Log { message, .. }
         if message.contains("ghost:9") && message.contains("not an ephemeral node"))));
     assert_eq!(leader.status().malformed_reports, 1);
-    // A later report of the ghost does not make it one either; the lookups all land on b1.
-    drive(
+    // A later report of the ghost does not make it one either; the lookups all land on b1. The new count is
+    // written at once, not with the next flush that has bundle data.
+    let out = drive(
         &mut leader,
         1,
         Event::Report {
             broker: "ghost:9".into(),
             report: Err("not an ephemeral node, so not a live broker's registration".into()),
         },
+    );
+    assert!(
+        out.iter().any(|c| matches!(c, Command::WriteStatus(s)
+            if s.malformed_reports == 2 && s.updated_ms == 1)),
+        "{out:?}"
     );
     for (i, range) in ["0x00000000_0x80000000", "0x80000000_0xffffffff"]
         .iter()
