@@ -122,11 +122,29 @@ pub struct SheddingSample {
     pub moves: u64,
 }
 
+/// One report's way from its broker to the leader's core, in ms of this host's clock. The parts add up to
+/// `total_ms` (each is at least 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LagSample {
+    /// From the report's `lastUpdate` to the leader having aggregated it: the whole lag.
+    pub total_ms: i64,
+    /// From `lastUpdate` to the store's modification time of the node: the broker's write. `None` on a store
+    /// that keeps no modification time (etcd), where the next part starts at `lastUpdate`.
+    pub store_ms: Option<i64>,
+    /// From the node's modification to the leader taking its notification: the store's delivery, and the
+    /// wait behind whatever the leader's loop was doing.
+    pub notify_ms: i64,
+    /// Reading the nodes of the notifications taken together.
+    pub read_ms: i64,
+    /// Handing the batch's events to the core, up to and including this report's.
+    pub core_ms: i64,
+}
+
 /// The latest individual samples of what the leader did, bounded to [`RECENT_SAMPLES`] each.
 #[derive(Debug, Default)]
 pub struct Recent {
-    /// From a report's `lastUpdate` to the leader having aggregated it, ms.
-    pub report_lags_ms: std::sync::Mutex<std::collections::VecDeque<i64>>,
+    /// Reports' aggregation lags.
+    pub report_lags: std::sync::Mutex<std::collections::VecDeque<LagSample>>,
     /// Flushes.
     pub flushes: std::sync::Mutex<Vec<FlushSample>>,
     /// Shedding ticks.
@@ -135,12 +153,12 @@ pub struct Recent {
 
 impl Recent {
     /// Notes one report's aggregation lag.
-    pub fn report_lag(&self, ms: i64) {
-        let mut q = self.report_lags_ms.lock().unwrap();
+    pub fn report_lag(&self, sample: LagSample) {
+        let mut q = self.report_lags.lock().unwrap();
         if q.len() == RECENT_SAMPLES {
             q.pop_front();
         }
-        q.push_back(ms);
+        q.push_back(sample);
     }
 
     fn push<T>(list: &std::sync::Mutex<Vec<T>>, value: T) {

@@ -41,6 +41,50 @@ pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
+/// Where the slowest reports' lag went: the median of each part ([`crate::runtime::meters::LagSample`]) over
+/// the reports whose whole lag is at or above the p99.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct LagTail {
+    pub(super) store_ms: Option<f64>,
+    pub(super) notify_ms: f64,
+    pub(super) read_ms: f64,
+    pub(super) core_ms: f64,
+}
+
+impl LagTail {
+    /// `None` without samples.
+    pub(super) fn of(samples: &[crate::runtime::meters::LagSample]) -> Option<LagTail> {
+        let mut totals: Vec<f64> = samples.iter().map(|s| s.total_ms as f64).collect();
+        totals.sort_by(f64::total_cmp);
+        let p99 = percentile(&totals, 0.99);
+        let tail: Vec<_> = samples
+            .iter()
+            .filter(|s| s.total_ms as f64 >= p99)
+            .collect();
+        if tail.is_empty() {
+            return None;
+        }
+        let median = |part: &dyn Fn(&crate::runtime::meters::LagSample) -> i64| {
+            let mut v: Vec<f64> = tail.iter().map(|s| part(s) as f64).collect();
+            v.sort_by(f64::total_cmp);
+            percentile(&v, 0.5)
+        };
+        let mut stored: Vec<f64> = tail
+            .iter()
+            .filter_map(|s| s.store_ms)
+            .map(|v| v as f64)
+            .collect();
+        stored.sort_by(f64::total_cmp);
+        Some(LagTail {
+            // Known only when every one of them has it (a store with modification times).
+            store_ms: (stored.len() == tail.len()).then(|| percentile(&stored, 0.5)),
+            notify_ms: median(&|s| s.notify_ms),
+            read_ms: median(&|s| s.read_ms),
+            core_ms: median(&|s| s.core_ms),
+        })
+    }
+}
+
 pub(super) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -70,6 +114,8 @@ pub(super) struct Figures {
     pub(super) lag_p50_ms: f64,
     pub(super) lag_p99_ms: f64,
     pub(super) lag_samples: usize,
+    /// The slowest 1 % of the reports (at or above p99): the median of each part of their lag.
+    pub(super) lag_tail: Option<LagTail>,
     pub(super) leader_cpu_percent: f64,
     pub(super) process_cpu_percent: f64,
     pub(super) rss_mib: f64,
@@ -126,6 +172,12 @@ impl Figures {
                 "lagP50Ms": self.lag_p50_ms,
                 "lagP99Ms": self.lag_p99_ms,
                 "lagSamples": self.lag_samples,
+                "lagSlowestPercentMedianMs": self.lag_tail.as_ref().map(|t| serde_json::json!({
+                    "store": t.store_ms,
+                    "notify": t.notify_ms,
+                    "read": t.read_ms,
+                    "core": t.core_ms,
+                })),
                 "leaderCpuPercent": self.leader_cpu_percent,
                 "processCpuPercent": self.process_cpu_percent,
                 "processRssMiB": self.rss_mib,
@@ -209,6 +261,19 @@ impl Figures {
                 self.lag_p50_ms, self.lag_p99_ms, self.lag_samples
             ),
         );
+        if let Some(t) = &self.lag_tail {
+            row(
+                "steady: slowest 1 % of lags",
+                format!(
+                    "medians: broker to store {}, to the leader {:.0} ms, read {:.0} ms, core {:.0} ms",
+                    t.store_ms
+                        .map_or_else(|| "unknown".to_owned(), |v| format!("{v:.0} ms")),
+                    t.notify_ms,
+                    t.read_ms,
+                    t.core_ms
+                ),
+            );
+        }
         row(
             "steady: CPU",
             format!(

@@ -8,7 +8,7 @@ use futures::stream::{self, StreamExt};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::figures::{ms, percentile, Failover, Figures, Spread};
+use super::figures::{ms, percentile, Failover, Figures, LagTail, Spread};
 use super::fleet::{settings_for, start_members, stop_members, LeaderThread, Member, Owners};
 use super::host::Traffic;
 use super::procfs;
@@ -325,7 +325,7 @@ async fn run_phases(
         .shared
         .meters
         .recent
-        .report_lags_ms
+        .report_lags
         .lock()
         .unwrap()
         .clear();
@@ -346,16 +346,18 @@ async fn run_phases(
     f.watch_events_per_s = (after.events - before.events) as f64 / secs;
     f.leader_cpu_percent = cpu1.saturating_sub(cpu0).as_secs_f64() / secs * 100.0;
     f.process_cpu_percent = pcpu1.saturating_sub(pcpu0).as_secs_f64() / secs * 100.0;
-    let mut lags: Vec<f64> = leader
+    let samples: Vec<_> = leader
         .shared
         .meters
         .recent
-        .report_lags_ms
+        .report_lags
         .lock()
         .unwrap()
         .iter()
-        .map(|v| *v as f64)
+        .copied()
         .collect();
+    f.lag_tail = LagTail::of(&samples);
+    let mut lags: Vec<f64> = samples.iter().map(|s| s.total_ms as f64).collect();
     lags.sort_by(f64::total_cmp);
     f.lag_samples = lags.len();
     f.lag_p50_ms = percentile(&lags, 0.5);

@@ -9,6 +9,7 @@ use crate::model::load_report::read_registration;
 use crate::model::records::{AdminRequest, BundleAssignment, RequestOp};
 use crate::model::NamespaceEphemeralData;
 use crate::paths;
+use crate::runtime::meters::LagSample;
 use crate::runtime::namespaces::read_bundles;
 use crate::store::{GetResult, Notification, NotificationType};
 
@@ -40,6 +41,7 @@ impl Executor {
     /// three of them per bundle (the ownership node, the echo of each record write): the leader's loop, not
     /// the store, bounded the cold start, and reports waited behind it.
     pub(super) async fn on_notifications(&mut self, batch: Vec<(Tree, Notification)>) -> Step {
+        let taken_ms = self.sh.now_ms();
         let mut targets: Vec<(Tree, String, String)> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
         let mut deleted_brokers: HashSet<String> = HashSet::new();
@@ -83,6 +85,7 @@ impl Executor {
         targets.sort_by_key(|(tree, _, _)| *tree);
         let paths: Vec<String> = targets.iter().map(|(_, _, path)| path.clone()).collect();
         let reads = read_nodes(&self.sh, &paths).await;
+        let read_ms = self.sh.now_ms();
         let mut events = Vec::with_capacity(targets.len());
         let mut lags_ms = Vec::new();
         let mut owners_gone = Vec::new();
@@ -105,10 +108,11 @@ impl Executor {
                     }
                     match found {
                         Some(found) => {
+                            let modified_ms = found.stat.modified_ms;
                             if let Some((event, written_ms)) = self.report_event(&key, &path, found)
                             {
                                 events.push(event);
-                                lags_ms.push(written_ms);
+                                lags_ms.push((written_ms, modified_ms));
                             }
                         }
                         None if !deleted => {
@@ -157,10 +161,13 @@ impl Executor {
         // The lag runs to the report being aggregated (the core has it), not merely read; the writes that
         // other events of the batch asked for come after it and are not part of it.
         let now = self.sh.now_ms();
-        for written_ms in lags_ms.into_iter().filter(|ms| *ms > 0) {
-            let lag_ms = (now - written_ms).max(0);
-            self.sh.meters.report_lag.observe(lag_ms as f64 / 1000.0);
-            self.sh.meters.recent.report_lag(lag_ms);
+        for (written_ms, modified_ms) in lags_ms.into_iter().filter(|(ms, _)| *ms > 0) {
+            let sample = lag_sample(written_ms, modified_ms, taken_ms, read_ms, now);
+            self.sh
+                .meters
+                .report_lag
+                .observe(sample.total_ms as f64 / 1000.0);
+            self.sh.meters.recent.report_lag(sample);
         }
         self.execute_all(queue).await?;
         if !owners_gone.is_empty() {
@@ -405,6 +412,65 @@ fn request_namespace(r: &Request) -> Option<String> {
             .map(|b| b.namespace().to_string()),
         Request::UnloadNamespace { namespace } => {
             NamespaceName::parse(namespace).ok().map(|n| n.to_string())
+        }
+    }
+}
+
+/// A report's lag cut into its parts (see [`LagSample`]): written at `written_ms` (its `lastUpdate`), stored at
+/// `modified_ms` (0: unknown), its notification taken at `taken_ms`, read by `read_ms`, aggregated at `now`.
+/// Clocks of different hosts may disagree: each part is clamped to at least 0, and ends where the next begins.
+fn lag_sample(
+    written_ms: i64,
+    modified_ms: i64,
+    taken_ms: i64,
+    read_ms: i64,
+    now: i64,
+) -> LagSample {
+    let taken = taken_ms.max(written_ms);
+    let read = read_ms.max(taken);
+    let now = now.max(read);
+    let stored = (modified_ms > 0).then(|| modified_ms.clamp(written_ms, taken));
+    LagSample {
+        total_ms: now - written_ms,
+        store_ms: stored.map(|m| m - written_ms),
+        notify_ms: taken - stored.unwrap_or(written_ms),
+        read_ms: read - taken,
+        core_ms: now - read,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lag_s_parts_add_up_even_when_clocks_disagree() {
+        let s = lag_sample(1_000, 1_004, 1_010, 1_013, 1_020);
+        assert_eq!(
+            s,
+            LagSample {
+                total_ms: 20,
+                store_ms: Some(4),
+                notify_ms: 6,
+                read_ms: 3,
+                core_ms: 7,
+            }
+        );
+        // No modification time (etcd): the notification part starts at `lastUpdate`.
+        let s = lag_sample(1_000, 0, 1_010, 1_013, 1_020);
+        assert_eq!((s.store_ms, s.notify_ms), (None, 10));
+        // A broker's clock ahead of the store's: no part is negative, and they still add up.
+        let s = lag_sample(1_000, 990, 1_010, 1_013, 1_020);
+        assert_eq!((s.store_ms, s.notify_ms), (Some(0), 10));
+        for s in [
+            lag_sample(1_000, 1_050, 1_010, 1_013, 1_020),
+            lag_sample(1_030, 1_004, 1_010, 1_013, 1_020),
+        ] {
+            assert!(s.store_ms.unwrap_or(0) >= 0 && s.notify_ms >= 0 && s.read_ms >= 0);
+            assert_eq!(
+                s.store_ms.unwrap_or(0) + s.notify_ms + s.read_ms + s.core_ms,
+                s.total_ms
+            );
         }
     }
 }

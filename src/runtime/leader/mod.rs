@@ -514,6 +514,16 @@ impl Executor {
                 return stop;
             }
         }
+        let id = self.sh.broker_id.clone();
+        // Times one step of the loop: what everything else waited for (see `slow_step`).
+        macro_rules! timed {
+            ($what:expr, $step:expr) => {{
+                let started = tokio::time::Instant::now();
+                let r = $step;
+                slow_step(&id, $what, started.elapsed());
+                r
+            }};
+        }
         loop {
             let wake_in = self
                 .wakes
@@ -522,37 +532,37 @@ impl Executor {
             let step = tokio::select! {
                 biased;
                 // First: the commands waiting for a run go on as soon as it is in.
-                Some(w) = self.written_rx.recv() => self.run_done(w).await,
+                Some(w) = self.written_rx.recv() => timed!("a run of record writes done", self.run_done(w).await),
                 n = s.brokers.next() => match n {
                     None => Err(Stop::Closed),
-                    Some(n) => self.on_notifications(drain(&mut s, (Tree::Brokers, n))).await,
+                    Some(n) => timed!("broker notifications", self.on_notifications(drain(&mut s, (Tree::Brokers, n))).await),
                 },
                 n = s.owners.next() => match n {
                     None => Err(Stop::Closed),
-                    Some(n) => self.on_notifications(drain(&mut s, (Tree::Owners, n))).await,
+                    Some(n) => timed!("ownership notifications", self.on_notifications(drain(&mut s, (Tree::Owners, n))).await),
                 },
                 n = s.records.next() => match n {
                     None => Err(Stop::Closed),
-                    Some(n) => self.on_notifications(drain(&mut s, (Tree::Records, n))).await,
+                    Some(n) => timed!("record notifications", self.on_notifications(drain(&mut s, (Tree::Records, n))).await),
                 },
                 n = s.requests.next() => match n {
                     None => Err(Stop::Closed),
-                    Some(n) if n.kind == NotificationType::Created => self.on_request_node(&n.path).await,
+                    Some(n) if n.kind == NotificationType::Created => timed!("a request", self.on_request_node(&n.path).await),
                     Some(_) => Ok(()),
                 },
                 n = s.policies.next() => match n {
                     None => Err(Stop::Closed),
                     Some(n) => match paths::namespace_below(paths::LOCAL_POLICIES, &n.path) {
-                        Some(ns) => self.reload_namespace(&ns.to_string()).await,
+                        Some(ns) => timed!("a namespace's policies", self.reload_namespace(&ns.to_string()).await),
                         None => Ok(()),
                     },
                 },
                 n = async { s.cluster.as_mut().expect("guarded").next().await }, if s.cluster.is_some() => match n {
                     None => Err(Stop::Closed),
-                    Some(_) => self.reload_cluster_policies().await,
+                    Some(_) => timed!("the cluster's policies", self.reload_cluster_policies().await),
                 },
                 Some(a) = self.points_rx.recv() => {
-                    self.step(Event::SplitPoints { ticket: a.ticket, result: a.result }).await
+                    timed!("split points", self.step(Event::SplitPoints { ticket: a.ticket, result: a.result }).await)
                 }
                 Some(r) = self.local_rx.recv() => {
                     let mut batch = vec![r];
@@ -562,21 +572,21 @@ impl Executor {
                             Err(_) => break,
                         }
                     }
-                    if batch.len() == 1 {
+                    timed!("local requests", if batch.len() == 1 {
                         self.on_local_request(batch.pop().expect("one")).await
                     } else {
                         self.on_local_requests(batch).await
-                    }
+                    })
                 }
                 Some((ticket, outcome)) = self.flushed_rx.recv() => match outcome {
-                    Ok(outcome) => self.step(Event::Done { ticket, outcome }).await,
+                    Ok(outcome) => timed!("a flush's outcome", self.step(Event::Done { ticket, outcome }).await),
                     Err(stop) => Err(stop),
                 },
                 Some(_) = self.background.join_next(), if !self.background.is_empty() => Ok(()),
-                _ = flush.tick() => self.step(Event::Tick(Tick::Flush)).await,
+                _ = flush.tick() => timed!("a flush", self.step(Event::Tick(Tick::Flush)).await),
                 _ = async { tokio::time::sleep(wake_in.expect("guarded")).await }, if wake_in.is_some() => {
                     let (_, tick) = self.wakes.pop_first().expect("guarded");
-                    self.step(Event::Tick(tick)).await
+                    timed!("a wake", self.step(Event::Tick(tick)).await)
                 }
                 _ = shed.tick() => {
                     let started = tokio::time::Instant::now();
@@ -592,6 +602,7 @@ impl Executor {
                     let took = started.elapsed();
                     self.sh.meters.shedding_cycle.observe(took.as_secs_f64());
                     self.sh.meters.recent.shedding(crate::runtime::meters::SheddingSample { duration: took, moves });
+                    slow_step(&id, "a shedding cycle", took);
                     r
                 }
             };
@@ -599,5 +610,16 @@ impl Executor {
                 return stop;
             }
         }
+    }
+}
+
+/// A step of the leader's loop that took longer than this is logged: notifications, reports included, waited
+/// behind it.
+const SLOW_STEP: Duration = Duration::from_millis(100);
+
+/// Logs a step of the leader's loop that took [`SLOW_STEP`] or longer, with what it was.
+fn slow_step(leader: &str, what: &str, took: Duration) {
+    if took >= SLOW_STEP {
+        tracing::info!(%leader, "slow leader step: {what} took {} ms", took.as_millis());
     }
 }
