@@ -149,5 +149,77 @@ fn bench_report(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_cycles, bench_report);
+/// The leader's flush at 1,000 brokers × 100,000 bundles: the core's share of it (sampling every bundle,
+/// choosing the top ones, finding the changed values), then the outcome coming back. The runtime's loop waits
+/// for the first part, so reports arriving meanwhile wait for it too.
+fn bench_flush(c: &mut Criterion) {
+    use loadmgr::core::leader::{Command, Event, Leader, LoadedState, Outcome, Tick};
+    let reports: Vec<(String, Result<LocalBrokerData, String>)> = (0..BROKERS)
+        .map(|i| {
+            let scale = 1.0 + ((i * 37) % 85) as f64 / 10.0;
+            (format!("broker-{i:04}:8080"), Ok(report(i, scale)))
+        })
+        .collect();
+    let mut leader = Leader::new("broker-0000:8080", Settings::default(), 1, NOW);
+    leader.handle(
+        NOW,
+        Event::Loaded(Box::new(LoadedState {
+            reports,
+            ..Default::default()
+        })),
+    );
+    let mut now = NOW;
+    let flush = |leader: &mut Leader, now: i64| {
+        let out = leader.handle(now, Event::Tick(Tick::Flush));
+        out.into_iter()
+            .find_map(|c| match c {
+                Command::Flush { ticket, .. } => Some(ticket),
+                _ => None,
+            })
+            .expect("a flush")
+    };
+    let done = |leader: &mut Leader, now: i64, ticket| {
+        leader.handle(
+            now,
+            Event::Done {
+                ticket,
+                outcome: Outcome::Written(Vec::new()),
+            },
+        )
+    };
+    // The first flush writes everything; the benchmark is of the later ones.
+    let t = flush(&mut leader, now);
+    done(&mut leader, now, t);
+    let mut group = c.benchmark_group("leader_flush_1000_brokers_100000_bundles");
+    group.sample_size(20);
+    group.bench_function("decide", |b| {
+        b.iter_custom(|iters| {
+            let mut took = std::time::Duration::ZERO;
+            for _ in 0..iters {
+                now += 10_000;
+                let started = std::time::Instant::now();
+                let t = black_box(flush(&mut leader, now));
+                took += started.elapsed();
+                done(&mut leader, now, t);
+            }
+            took
+        })
+    });
+    group.bench_function("outcome", |b| {
+        b.iter_custom(|iters| {
+            let mut took = std::time::Duration::ZERO;
+            for _ in 0..iters {
+                now += 10_000;
+                let t = flush(&mut leader, now);
+                let started = std::time::Instant::now();
+                black_box(done(&mut leader, now, t));
+                took += started.elapsed();
+            }
+            took
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_cycles, bench_report, bench_flush);
 criterion_main!(benches);

@@ -426,19 +426,42 @@ impl LoadData {
     }
 
     /// Pulsar's full `updateBundleData` pass: one sample for every bundle of every broker's last report, then
-    /// every time average recomputed. Cost: O(cluster).
+    /// every time average recomputed. Cost: O(cluster), one lookup per listed bundle.
+    ///
+    /// A broker's time average is summed in the same pass, as its bundles are sampled: a bundle only it lists
+    /// is final once sampled. A broker that shares a bundle with another (a move in progress) has its average
+    /// computed after every sample, as Pulsar does. Either way the sums are the same, in the same order.
     pub fn resample_all(&mut self) {
-        for entry in self.brokers.values() {
+        let defaults = NamespaceBundleStats::pulsar_default();
+        let mut shared = Vec::new();
+        for (id, entry) in self.brokers.iter_mut() {
+            let mut t = TimeAverageBrokerData::default();
+            let mut alone = true;
             for (bundle, stats) in &entry.local.last_stats {
-                if let Some(e) = self.bundles.get_mut(bundle) {
-                    e.data.update(stats);
+                match self.bundles.get_mut(bundle) {
+                    Some(e) => {
+                        e.data.update(stats);
+                        if e.reporters == 1 {
+                            t.add(&e.data);
+                        } else {
+                            alone = false;
+                        }
+                    }
+                    None => t.add_unknown(&defaults),
                 }
             }
+            if alone {
+                entry.time_average = t;
+            } else {
+                shared.push(id.clone());
+            }
+        }
+        for id in shared {
+            let t = self.compute_time_average(&self.brokers[&id].local);
+            self.brokers.get_mut(&id).expect("present").time_average = t;
         }
         let ids: Vec<String> = self.brokers.keys().cloned().collect();
         for id in ids {
-            let t = self.compute_time_average(&self.brokers[&id].local);
-            self.brokers.get_mut(&id).expect("present").time_average = t;
             self.refresh_preallocated_load(&id);
         }
     }
@@ -929,5 +952,39 @@ mod tests {
         ld.apply_report("b1:8080", report(&[("t/n/a", 10.0)]), &NoSeeds);
         ld.resample_all();
         assert_eq!(ld.bundle("t/n/a").unwrap().short_term_data.num_samples, 2);
+    }
+
+    #[test]
+    fn a_resample_gives_every_broker_the_average_of_its_bundles_after_every_sample() {
+        // b2 lists "t/n/shared" too (a move in progress), and "t/n/gone" has no data: b1's average must see the
+        // shared bundle after both samples, as a separate pass over the final data does.
+        let mut ld = LoadData::new();
+        ld.apply_report(
+            "b1:8080",
+            report(&[("t/n/a", 10.0), ("t/n/shared", 20.0)]),
+            &NoSeeds,
+        );
+        ld.apply_report(
+            "b2:8080",
+            report(&[("t/n/shared", 80.0), ("t/n/z", 5.0)]),
+            &NoSeeds,
+        );
+        ld.apply_report("b3:8080", report(&[("t/n/c", 7.0)]), &NoSeeds);
+        ld.bundles.remove("t/n/z");
+        for _ in 0..3 {
+            ld.resample_all();
+            for id in ["b1:8080", "b2:8080", "b3:8080"] {
+                let entry = &ld.brokers[id];
+                assert_eq!(
+                    entry.time_average,
+                    ld.compute_time_average(&entry.local),
+                    "{id}"
+                );
+            }
+        }
+        assert_eq!(
+            ld.bundle("t/n/shared").unwrap().short_term_data.num_samples,
+            8
+        );
     }
 }

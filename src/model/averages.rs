@@ -214,19 +214,23 @@ impl TimeAverageBrokerData {
         for bundle in bundles {
             match lookup(bundle) {
                 Some(data) => self.add(&data),
-                None => {
-                    let s = default_stats;
-                    self.short_term_msg_throughput_in += s.msg_throughput_in;
-                    self.short_term_msg_throughput_out += s.msg_throughput_out;
-                    self.short_term_msg_rate_in += s.msg_rate_in;
-                    self.short_term_msg_rate_out += s.msg_rate_out;
-                    self.long_term_msg_throughput_in += s.msg_throughput_in;
-                    self.long_term_msg_throughput_out += s.msg_throughput_out;
-                    self.long_term_msg_rate_in += s.msg_rate_in;
-                    self.long_term_msg_rate_out += s.msg_rate_out;
-                }
+                None => self.add_unknown(default_stats),
             }
         }
+    }
+
+    /// Adds a bundle without data as `default_stats` in both windows (Pulsar's defaults for a bundle never
+    /// sampled).
+    pub fn add_unknown(&mut self, default_stats: &NamespaceBundleStats) {
+        let s = default_stats;
+        self.short_term_msg_throughput_in += s.msg_throughput_in;
+        self.short_term_msg_throughput_out += s.msg_throughput_out;
+        self.short_term_msg_rate_in += s.msg_rate_in;
+        self.short_term_msg_rate_out += s.msg_rate_out;
+        self.long_term_msg_throughput_in += s.msg_throughput_in;
+        self.long_term_msg_throughput_out += s.msg_throughput_out;
+        self.long_term_msg_rate_in += s.msg_rate_in;
+        self.long_term_msg_rate_out += s.msg_rate_out;
     }
 
     /// Adds one bundle's windows.

@@ -847,3 +847,44 @@ fn a_move_is_preallocated_when_asked_for_and_a_failed_write_takes_it_back() {
     }
     assert_eq!(leader.status().moves_started, 0);
 }
+
+#[test]
+fn the_flush_choice_is_the_top_bundles_by_rate_then_throughput_then_name() {
+    // Rates repeat (ties broken by name), three brokers: the top 2 × 3 of 20 bundles, best first.
+    let names: Vec<String> = (0..20)
+        .map(|i| format!("{NS}/0x{:08x}_0x{:08x}", i * 16, i * 16 + 16))
+        .collect();
+    let rate = |i: usize| ((i * 7) % 5) as f64 * 10.0;
+    let mut reports = Vec::new();
+    for b in 0..3 {
+        let mine: Vec<(&str, f64)> = (0..20)
+            .filter(|i| i % 3 == b)
+            .map(|i| (names[i].as_str(), rate(i)))
+            .collect();
+        reports.push((format!("b{b}:8080"), Ok(report(&mine, 50.0))));
+    }
+    let mut settings = Settings::default();
+    settings.load_balancer_max_number_of_bundles_in_bundle_load_report = 2;
+    let mut leader = Leader::new("b0:8080", settings, 1, 0);
+    drive(
+        &mut leader,
+        0,
+        Event::Loaded(Box::new(LoadedState {
+            reports,
+            ..Default::default()
+        })),
+    );
+    let chosen: Vec<String> = leader
+        .flush_choice()
+        .into_iter()
+        .map(|(b, _)| b.clone())
+        .collect();
+    let mut expected: Vec<usize> = (0..20).collect();
+    expected.sort_by(|a, b| {
+        rate(*b)
+            .total_cmp(&rate(*a))
+            .then(names[*a].cmp(&names[*b]))
+    });
+    let expected: Vec<String> = expected[..6].iter().map(|i| names[*i].clone()).collect();
+    assert_eq!(chosen, expected);
+}

@@ -290,19 +290,7 @@ impl Executor {
                 writes,
                 status,
             } => {
-                let mut ops: Vec<Op> = writes
-                    .iter()
-                    .map(|(node, value)| {
-                        let bytes = match value {
-                            FlushedValue::BundleData(d) => to_json_vec(d),
-                            FlushedValue::TimeAverage(t) => to_json_vec(t),
-                        };
-                        Op::put(node_path(node), bytes)
-                    })
-                    .collect();
-                let nodes = ops.len();
-                let bytes: usize = ops.iter().map(Op::value_len).sum();
-                if ops.is_empty() {
+                if writes.is_empty() {
                     // Nothing changed: the flush writes nothing (the status follows with the next change).
                     self.sh.meters.recent.flush(FlushSample {
                         nodes: 0,
@@ -315,13 +303,39 @@ impl Executor {
                         outcome: Outcome::Written(Vec::new()),
                     }));
                 }
-                ops.push(Op::put(paths::LEADER_STATUS, to_json_vec(&status)));
-                // Written beside the other events (a first flush of 100,000 new nodes takes seconds); the
-                // outcome comes back through `flushed_rx`, and the core skips flushes until it has.
+                // Serialised and written beside the other events (a first flush of 100,000 new nodes takes
+                // seconds, and 10,000 changed values take tens of ms to serialise); the outcome comes back
+                // through `flushed_rx`, and the core skips flushes until it has.
                 let election = self.election.clone();
                 let sh = self.sh.clone();
                 let done = self.flushed_tx.clone();
                 self.background.spawn(async move {
+                    // On a thread of its own, even where the leader's runtime has one thread.
+                    let serialise = move || {
+                        let mut ops: Vec<Op> = writes
+                            .iter()
+                            .map(|(node, value)| {
+                                let bytes = match value {
+                                    FlushedValue::BundleData(d) => to_json_vec(d),
+                                    FlushedValue::TimeAverage(t) => to_json_vec(t),
+                                };
+                                Op::put(node_path(node), bytes)
+                            })
+                            .collect();
+                        let nodes = ops.len();
+                        let bytes: usize = ops.iter().map(Op::value_len).sum();
+                        ops.push(Op::put(paths::LEADER_STATUS, to_json_vec(&status)));
+                        (ops, nodes, bytes)
+                    };
+                    let Ok((ops, nodes, bytes)) = tokio::task::spawn_blocking(serialise).await
+                    else {
+                        // Serialising a value cannot fail; only a panic in it gets here.
+                        let _ = done.send((
+                            ticket,
+                            Ok(Outcome::Failed("serialising the flush failed".into())),
+                        ));
+                        return;
+                    };
                     let started = tokio::time::Instant::now();
                     let outcome = Self::fenced(&election, ops, false).await;
                     let took = started.elapsed();
