@@ -372,6 +372,8 @@ impl Leader {
             }
             RecordKind::Completed => {
                 self.status.moves_completed += 1;
+                // A later move of the bundle stands for it: the earlier one's brokers no longer tell.
+                self.unsettled.retain(|u| u.bundle != bundle);
                 self.unsettled.push(Unsettled {
                     bundle: bundle.to_owned(),
                     // A split child stays on its parent's owner: only the destination must list it.
@@ -564,7 +566,8 @@ impl Leader {
     /// the move completed more than a shedding interval and a report check ago).
     ///
     /// With `corrected` (the strategy corrects the reports by the moves they do not show yet), only moves in
-    /// flight make it wait, and the completed moves not reported yet are returned for the strategy.
+    /// flight make it wait, and the completed moves not reported yet are returned for the strategy, until the
+    /// reports show them or `loadBalancerReportUpdateMaxIntervalMinutes` and a report check have passed.
     pub(super) fn settled(
         &mut self,
         now: i64,
@@ -593,8 +596,19 @@ impl Leader {
         // destination that has not reported a shedding interval and a report check after the move changed by less
         // than that, so its last report is close enough. Waiting for the maximum interval instead stalled shedding
         // for up to 16 minutes while splits kept completing moves (found by the simulator).
-        let overdue = self.settings.shedding_interval().as_millis() as i64
-            + self.settings.report_check_interval().as_millis() as i64;
+        //
+        // A strategy that corrects the reports is not held up by an unsettled move, so its corrections last until
+        // the reports show the move, or until a report must have been written since (every
+        // `loadBalancerReportUpdateMaxIntervalMinutes`): a source that gave away a few bundles may not rewrite its
+        // report for that long, and without the correction it looked as loaded as before, so a plan three
+        // minutes later moved bundles off it again (found by the simulator, diurnal).
+        let overdue = if corrected {
+            self.settings.report_max_interval().as_millis() as i64
+                + self.settings.report_check_interval().as_millis() as i64
+        } else {
+            self.settings.shedding_interval().as_millis() as i64
+                + self.settings.report_check_interval().as_millis() as i64
+        };
         // A bundle split again since its move is not waited for.
         let gone: Vec<bool> = self
             .unsettled

@@ -888,3 +888,48 @@ fn the_flush_choice_is_the_top_bundles_by_rate_then_throughput_then_name() {
     let expected: Vec<String> = expected[..6].iter().map(|i| names[*i].clone()).collect();
     assert_eq!(chosen, expected);
 }
+
+#[test]
+fn a_correcting_strategy_keeps_a_move_the_reports_do_not_show_until_a_report_is_due() {
+    let bundle = format!("{NS}/0x00000000_0x80000000");
+    let loaded = || {
+        let mut leader = Leader::new("b1:8080", Settings::default(), 1, 0);
+        let state = LoadedState {
+            namespaces: vec![namespace(vec![0, 0x8000_0000, 0xffff_ffff])],
+            reports: vec![
+                (
+                    "b1:8080".into(),
+                    Ok(report(&[(bundle.as_str(), 10.0)], 50.0)),
+                ),
+                ("b2:8080".into(), Ok(report(&[], 10.0))),
+            ],
+            ..Default::default()
+        };
+        drive(&mut leader, 0, Event::Loaded(Box::new(state)));
+        // Completed at 0 from b1 to b2; b1's report still lists it, b2's does not yet.
+        leader.unsettled.push(Unsettled {
+            bundle: bundle.clone(),
+            source: Some("b1:8080".into()),
+            destination: "b2:8080".into(),
+            at: 0,
+        });
+        leader
+    };
+    let s = Settings::default();
+    let check = s.report_check_interval().as_millis() as i64;
+    let short = s.shedding_interval().as_millis() as i64 + check;
+    let long = s.report_max_interval().as_millis() as i64 + check;
+    // Pulsar's strategies wait for the reports, but not past the short bound.
+    let mut leader = loaded();
+    assert!(leader.settled(short, false).is_err());
+    assert_eq!(leader.settled(short + 1, false), Ok(Vec::new()));
+    // A correcting strategy is not held up, and its correction lasts until a report of each broker is due.
+    let mut leader = loaded();
+    for at in [short + 1, long] {
+        let unreported = leader.settled(at, true).unwrap();
+        assert_eq!(unreported.len(), 1, "at {at}");
+        assert_eq!(unreported[0].still_listed_by.as_deref(), Some("b1:8080"));
+        assert_eq!(unreported[0].not_yet_listed_by.as_deref(), Some("b2:8080"));
+    }
+    assert_eq!(leader.settled(long + 1, true), Ok(Vec::new()));
+}
