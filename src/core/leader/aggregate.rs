@@ -160,6 +160,15 @@ impl Leader {
 
     pub(super) fn on_broker_gone(&mut self, now: i64, broker: &str) {
         let was_registered = self.registered.remove(broker);
+        // Its bundles' data goes with it when no other broker lists them; a correcting strategy still needs
+        // it for the orphans' moves until their destinations report them.
+        if let Some(e) = self.load.broker(broker) {
+            for b in e.local.last_stats.keys() {
+                if let Some(d) = self.load.bundle(b) {
+                    self.gone_data.insert(b.clone(), *d);
+                }
+            }
+        }
         let had_report = self.load.remove_broker(broker).is_some();
         if !was_registered && !had_report {
             return;

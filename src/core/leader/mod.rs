@@ -77,7 +77,7 @@ use crate::config::Settings;
 use crate::core::extensible::ExtensibleEma;
 use crate::core::{ClusterPolicies, LoadData, StoredSeeds, Strategies};
 use crate::model::records::{BundleAssignment, LeaderStatus};
-use crate::model::LocalPolicies;
+use crate::model::{BundleData, LocalPolicies};
 
 /// The split check runs at most once per this period, at its multiples (epoch ms), after a report arrived.
 pub const SPLIT_CHECK_PERIOD_MS: i64 = 5_000;
@@ -127,6 +127,8 @@ struct Unsettled {
     source: Option<String>,
     destination: String,
     at: i64,
+    /// The bundle's data when the move completed, if the load data had none (an orphan of a gone broker).
+    last_data: Option<BundleData>,
 }
 
 /// The leader's state (see the module docs).
@@ -144,6 +146,9 @@ pub struct Leader {
     records: BTreeMap<String, (BundleAssignment, i64)>,
     owners: BTreeMap<String, OwnerSeen>,
     unsettled: Vec<Unsettled>,
+    /// The data of a gone broker's bundles, taken before the load data dropped it, until their moves complete
+    /// (see [`Unsettled::last_data`]).
+    gone_data: HashMap<String, BundleData>,
     /// Subjects already warned about (a move that does not finish, a bundle that cannot be placed).
     warned: BTreeSet<String>,
     /// Bundles whose ownership node names a broker that is not registered: bundle → (that broker, since when).
@@ -188,6 +193,7 @@ impl Leader {
             records: BTreeMap::new(),
             owners: BTreeMap::new(),
             unsettled: Vec::new(),
+            gone_data: HashMap::default(),
             warned: BTreeSet::new(),
             ghost_owners: BTreeMap::new(),
             suspects: BTreeSet::new(),

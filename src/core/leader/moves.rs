@@ -380,6 +380,10 @@ impl Leader {
                     source: rec.source.clone().filter(|s| *s != rec.destination),
                     destination: rec.destination.clone(),
                     at: now,
+                    last_data: match self.load.bundle(bundle) {
+                        Some(d) if d.short_term_data.num_samples > 0 => None,
+                        _ => self.gone_data.remove(bundle),
+                    },
                 });
                 self.warned.remove(&format!("{bundle}:unplaceable"));
                 if rec.cause.starts_grace_period() {
@@ -609,6 +613,13 @@ impl Leader {
             self.settings.shedding_interval().as_millis() as i64
                 + self.settings.report_check_interval().as_millis() as i64
         };
+        // The data kept for orphans is wanted only while their moves are in flight.
+        let records = &self.records;
+        self.gone_data.retain(|b, _| {
+            records
+                .get(b)
+                .is_some_and(|(r, _)| r.state == AssignmentState::Assigning)
+        });
         // A bundle split again since its move is not waited for.
         let gone: Vec<bool> = self
             .unsettled
@@ -634,6 +645,7 @@ impl Leader {
                     bundle: u.bundle.clone(),
                     still_listed_by: u.source.clone().filter(|_| !source_ok),
                     not_yet_listed_by: (!dest_ok).then(|| u.destination.clone()),
+                    last_data: u.last_data,
                 });
             }
             waiting

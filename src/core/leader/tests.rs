@@ -912,6 +912,7 @@ fn a_correcting_strategy_keeps_a_move_the_reports_do_not_show_until_a_report_is_
             source: Some("b1:8080".into()),
             destination: "b2:8080".into(),
             at: 0,
+            last_data: None,
         });
         leader
     };
@@ -932,4 +933,42 @@ fn a_correcting_strategy_keeps_a_move_the_reports_do_not_show_until_a_report_is_
         assert_eq!(unreported[0].not_yet_listed_by.as_deref(), Some("b2:8080"));
     }
     assert_eq!(leader.settled(long + 1, true), Ok(Vec::new()));
+}
+
+#[test]
+fn an_orphan_s_correction_carries_the_data_its_gone_broker_took_with_it() {
+    let (mut leader, _) = hot_owner(ShedderKind::BandShedder);
+    let out = drive(
+        &mut leader,
+        901_000,
+        Event::BrokerGone {
+            broker: "b1:8080".into(),
+        },
+    );
+    let m = moves(&out);
+    assert!(!m.is_empty(), "{out:?}");
+    for (bundle, dest, _) in &m {
+        drive(
+            &mut leader,
+            902_000,
+            Event::OwnerSeen {
+                bundle: bundle.clone(),
+                owner: OwnerSeen {
+                    broker: dest.clone(),
+                    disabled: false,
+                },
+            },
+        );
+    }
+    // The destinations have not reported the orphans; their data went with b1, the only broker listing them.
+    let unreported = leader.settled(903_000, true).unwrap();
+    assert_eq!(unreported.len(), m.len(), "{unreported:?}");
+    for u in &unreported {
+        assert!(u.not_yet_listed_by.is_some(), "{u:?}");
+        assert!(
+            u.last_data
+                .is_some_and(|d| d.short_term_data.num_samples > 0),
+            "{u:?}"
+        );
+    }
 }

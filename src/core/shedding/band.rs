@@ -299,8 +299,12 @@ impl Shedder for BandShedder {
         // report threshold).
         let mut shift: HashMap<&str, Traffic> = HashMap::new();
         for u in ctx.unreported {
-            let Some(d) = ctx.load.bundle(&u.bundle) else {
-                continue;
+            // An orphan's data went with its gone broker: the leader kept it (`last_data`).
+            let d = match (ctx.load.bundle(&u.bundle), &u.last_data) {
+                (Some(d), _) if d.short_term_data.num_samples > 0 => d,
+                (_, Some(last)) => last,
+                (Some(d), None) => d,
+                (None, None) => continue,
             };
             let t = cost_model::bundle_traffic(&d.short_term_data);
             let sides = [(&u.still_listed_by, -1.0), (&u.not_yet_listed_by, 1.0)];

@@ -54,7 +54,7 @@ pub struct SheddingContext<'a> {
 /// A completed move, as the leader made it, that its brokers' last reports may not show yet: a broker
 /// rewrites its report only when its load moved by the report threshold, so a source that gave away a few
 /// bundles may list them for minutes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UnreportedMove {
     /// Full bundle name.
     pub bundle: String,
@@ -62,6 +62,9 @@ pub struct UnreportedMove {
     pub still_listed_by: Option<String>,
     /// The broker that owns it now, when that broker's last report does not list it yet.
     pub not_yet_listed_by: Option<String>,
+    /// The bundle's last data when the load data has none any more: a gone broker's bundle loses its data
+    /// with the last broker that listed it, before it is placed again.
+    pub last_data: Option<BundleData>,
 }
 
 /// A bundle a shedder wants moved.

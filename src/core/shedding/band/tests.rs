@@ -471,6 +471,7 @@ fn a_completed_move_a_report_does_not_show_yet_is_counted_where_the_bundle_went(
         bundle: a[0].0.clone(),
         still_listed_by: Some("b1:8080".into()),
         not_yet_listed_by: Some("b2:8080".into()),
+        last_data: None,
     };
     let plan = crate::core::run_leader_shedding_cycle(
         &mut ld,
