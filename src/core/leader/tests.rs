@@ -37,6 +37,13 @@ fn report(bundles: &[(&str, f64)], cpu: f64) -> LocalBrokerData {
     r
 }
 
+/// The event of `broker`'s registration vanishing.
+fn gone(broker: &str) -> Event {
+    Event::BrokerGone {
+        broker: broker.into(),
+    }
+}
+
 fn namespace(boundaries: Vec<u64>) -> NamespaceBundlesInfo {
     let bundles = NamespaceBundles::from_boundaries(boundaries).unwrap();
     let local = crate::model::LocalPolicies {
@@ -342,13 +349,7 @@ fn a_gone_broker_s_bundles_are_reassigned_and_its_time_average_deleted() {
     let out = drive(&mut leader, 900_000, Event::Tick(Tick::Flush));
     assert!(out.iter().any(|c| matches!(c, Command::Flush { writes, .. }
         if writes.iter().any(|(n, _)| *n == FlushedNode::TimeAverage("b1:8080".into())))));
-    let out = drive(
-        &mut leader,
-        901_000,
-        Event::BrokerGone {
-            broker: "b1:8080".into(),
-        },
-    );
+    let out = drive(&mut leader, 901_000, gone("b1:8080"));
     let m = moves(&out);
     assert_eq!(m.len(), 5, "{out:?}");
     for (b, dest, cause) in &m {
@@ -938,13 +939,7 @@ fn a_correcting_strategy_keeps_a_move_the_reports_do_not_show_until_a_report_is_
 #[test]
 fn an_orphan_s_correction_carries_the_data_its_gone_broker_took_with_it() {
     let (mut leader, _) = hot_owner(ShedderKind::BandShedder);
-    let out = drive(
-        &mut leader,
-        901_000,
-        Event::BrokerGone {
-            broker: "b1:8080".into(),
-        },
-    );
+    let out = drive(&mut leader, 901_000, gone("b1:8080"));
     let m = moves(&out);
     assert!(!m.is_empty(), "{out:?}");
     for (bundle, dest, _) in &m {
