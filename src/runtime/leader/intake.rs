@@ -68,6 +68,10 @@ impl Executor {
                     None => continue,
                 },
                 Tree::Records => match paths::bundle_below(paths::ASSIGNMENTS, &n.path) {
+                    // The echo of this leader's own write: it knows what it wrote (see `writes`).
+                    Some(_) if n.kind != NotificationType::Deleted && self.take_echo(&n.path) => {
+                        continue
+                    }
                     Some(b) => {
                         if n.kind == NotificationType::Deleted {
                             deleted_records.insert(b.to_string());

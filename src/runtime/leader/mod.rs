@@ -73,6 +73,9 @@ struct Streams {
     policies: NotificationStream,
     /// Changes below `/admin/clusters/<clusterName>`; `None` without a cluster name.
     cluster: Option<NotificationStream>,
+    /// The store session's events: a lost connection may lose or merge the notifications of this leader's
+    /// own record writes, so the echoes still expected are forgotten ([`writes`]).
+    session: crate::store::SessionEventStream,
 }
 
 /// The executor's state: the core, and what only I/O needs (dedup of notifications, open requests, timers).
@@ -112,6 +115,9 @@ struct Executor {
     waiting: VecDeque<Command>,
     written_tx: mpsc::UnboundedSender<writes::Written>,
     written_rx: mpsc::UnboundedReceiver<writes::Written>,
+    /// Record paths of this leader's runs whose notification has not come yet, with how many: the executor
+    /// knows what it wrote, so those notifications are not read back ([`writes`]).
+    echoes: HashMap<String, u32>,
 }
 
 /// The leader task: loads everything, then reacts to notifications and timers until leadership is lost.
@@ -331,6 +337,7 @@ async fn subscribe(sh: &AgentShared) -> Result<Streams, crate::store::Error> {
         requests,
         policies,
         cluster,
+        session: store.session_events(),
     })
 }
 
@@ -384,6 +391,7 @@ impl Executor {
             waiting: VecDeque::new(),
             written_tx,
             written_rx,
+            echoes: HashMap::new(),
         }
     }
 
@@ -544,6 +552,13 @@ impl Executor {
                 n = s.records.next() => match n {
                     None => Err(Stop::Closed),
                     Some(n) => timed!("record notifications", self.on_notifications(drain(&mut s, (Tree::Records, n))).await),
+                },
+                e = s.session.next() => match e {
+                    None => Err(Stop::Closed),
+                    Some(_) => {
+                        self.echoes.clear();
+                        Ok(())
+                    }
                 },
                 n = s.requests.next() => match n {
                     None => Err(Stop::Closed),

@@ -24,11 +24,26 @@
 //!   outcome is in.
 //! * A run that meets a lost fence or a closed store stops the loop when its outcome arrives; the task is
 //!   aborted with the executor.
+//!
+//! # Echoes
+//!
+//! The leader watches the records so that it sees a change it did not make (a record edited or deleted by
+//! hand). Every record it writes comes back as a notification too, and reading each one back cost two reads
+//! per bundle of a lookup storm (the record written `assigning`, then `assigned`) for nothing. So the executor
+//! counts, per record path, the writes of its runs whose notification is still to come (`echoes`): a
+//! notification of a counted path is counted off and not read, and the core is handed the record as written
+//! (`RecordSeen` with the version the store gave) once the run's outcomes are in, unless it knows something
+//! newer of it. A write that did not happen is counted off at once; one that happened after all (an unknown
+//! outcome) then comes as a notification that is read. A lost connection may lose or merge notifications, so
+//! the count is forgotten at every session event. Only a change by someone else of a record that this leader
+//! is writing at that very moment can go unseen (its notification counted as the echo); the write then fails
+//! on its version and the core reads the record again.
 
 use std::collections::{BTreeSet, HashSet, VecDeque};
 
-use crate::core::leader::{Command, Outcome, Ticket};
+use crate::core::leader::{Command, Event, Outcome, Ticket};
 use crate::model::records::BundleAssignment;
+use crate::paths;
 
 use super::{Executor, Step, Watched};
 
@@ -53,6 +68,12 @@ impl Executor {
         let mut watched = Watched::default();
         run.iter().for_each(|c| watched.note(c));
         let prepared = self.prepare_records(run);
+        for (_, record, _) in &prepared.records {
+            *self
+                .echoes
+                .entry(paths::assignment(&record.bundle))
+                .or_default() += 1;
+        }
         self.run_in_flight = Some(
             prepared
                 .records
@@ -80,6 +101,21 @@ impl Executor {
     pub(super) async fn run_done(&mut self, w: Written) -> Step {
         self.run_in_flight = None;
         let outcomes = w.outcomes?;
+        // What the notification of each record written would have said, had it been read back.
+        let mut seen = Vec::new();
+        for ((_, record, _), outcome) in w.records.iter().zip(&outcomes) {
+            match outcome {
+                Outcome::Written(versions) => {
+                    if let Some(&version) = versions.first() {
+                        seen.push((record.clone(), version));
+                    }
+                }
+                // No notification comes for a write that did not happen (one that happened after all is read).
+                _ => {
+                    self.take_echo(&paths::assignment(&record.bundle));
+                }
+            }
+        }
         let events = self.finish_records(w.records, outcomes);
         w.watched.observe(&self.sh, &events);
         let mut queue = VecDeque::new();
@@ -87,8 +123,35 @@ impl Executor {
             let now = self.sh.now_ms();
             queue.extend(self.core.handle(now, event));
         }
+        // Handed as the notification would have been, unless something newer is known of the record.
+        let seen: Vec<Event> = seen
+            .into_iter()
+            .filter(|(record, version)| {
+                self.core
+                    .records()
+                    .get(&record.bundle)
+                    .is_some_and(|(known, v)| known == record && v == version)
+            })
+            .map(|(record, version)| Event::RecordSeen { record, version })
+            .collect();
+        queue.extend(self.hand(seen));
         queue.append(&mut self.waiting);
         self.execute_all(queue).await
+    }
+
+    /// Whether `path`'s notification is the echo of a record write of this leader's runs: then it is counted
+    /// off, and need not be read.
+    pub(super) fn take_echo(&mut self, path: &str) -> bool {
+        match self.echoes.get_mut(path) {
+            Some(n) => {
+                *n -= 1;
+                if *n == 0 {
+                    self.echoes.remove(path);
+                }
+                true
+            }
+            None => false,
+        }
     }
 
     /// Waits until no run is in flight and no command waits for one.
