@@ -26,13 +26,15 @@
 //! sample).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 
 use foldhash::HashMap;
 
 use super::extensible::{BrokerLoadEma, EmaSettings, ExtensibleEma};
 use crate::config::Settings;
 use crate::model::{
-    BundleData, LocalBrokerData, NamespaceBundleStats, ResourceQuota, TimeAverageBrokerData,
+    BundleData, LocalBrokerData, NamespaceBundleStats, ResourceQuota, ResourceWeights,
+    TimeAverageBrokerData,
 };
 
 /// Where the seed of a bundle seen for the first time comes from (the store, in the runtime).
@@ -133,6 +135,56 @@ fn namespace_counts<'a>(bundles: impl Iterator<Item = &'a String>) -> BTreeMap<S
     counts
 }
 
+/// What placement derives from one broker's report alone, for one set of resource weights and one load
+/// manager class ([`LoadData::report_facts`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportFacts {
+    /// Length of the host part of the broker id (the text before the last `:`, or all of it).
+    pub host_len: usize,
+    /// Weighted max usage with the four weights (heap memory ignored), fraction.
+    pub usage4: f64,
+    /// Weighted max usage with the five weights, fraction.
+    pub usage5: f64,
+    /// Topics the report counts.
+    pub topics: i64,
+    /// The report says the broker serves persistent topics.
+    pub persistent: bool,
+    /// The report says the broker serves non-persistent topics.
+    pub non_persistent: bool,
+    /// The report names the load manager class asked for.
+    pub class_ok: bool,
+    /// The reported broker version.
+    pub version: Option<String>,
+}
+
+/// The [`ReportFacts`] of every broker, in id order, and what they were derived with.
+#[derive(Debug)]
+struct FactsTable {
+    weights: ResourceWeights,
+    weights4: ResourceWeights,
+    class: String,
+    rows: Vec<ReportFacts>,
+}
+
+/// Built on first use after any broker's report changed, dropped by every such change. A lookup storm places
+/// thousands of bundles between two reports, and each placement read these facts of every broker from its
+/// entry: scattered over memory, that was about a third of the leader's time at 1,000 brokers. A clone starts
+/// without (it builds its own when asked); two load data compare equal whatever their caches hold.
+#[derive(Debug, Default)]
+struct FactsCache(OnceLock<FactsTable>);
+
+impl Clone for FactsCache {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl PartialEq for FactsCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 struct BundleEntry {
     data: BundleData,
@@ -162,6 +214,8 @@ pub struct LoadData {
     /// (back into `unlisted`), so a prune costs what changed rather than every bundle in flight.
     held: BTreeSet<String>,
     ema_settings: EmaSettings,
+    /// Placement's per-broker facts ([`LoadData::report_facts`]); every change of `brokers`' reports drops it.
+    facts: FactsCache,
 }
 
 impl LoadData {
@@ -239,6 +293,7 @@ impl LoadData {
     /// Applies one broker's report (see the module docs) and advances the broker's extensible EMAs by this
     /// report. Cost: O(size of the old and new report).
     pub fn apply_report(&mut self, broker: &str, report: LocalBrokerData, seeds: &dyn SeedSource) {
+        self.facts = FactsCache::default();
         let old = self.brokers.remove(broker);
         let extensible = match &old {
             Some(o) => o.extensible.advanced(&report, &self.ema_settings),
@@ -470,6 +525,7 @@ impl LoadData {
     /// the data of bundles no broker lists and nobody has preallocated goes.
     pub fn remove_broker(&mut self, broker: &str) -> Option<BrokerEntry> {
         let entry = self.brokers.remove(broker)?;
+        self.facts = FactsCache::default();
         for bundle in entry.local.last_stats.keys() {
             if let Some(e) = self.bundles.get_mut(bundle) {
                 e.reporters = e.reporters.saturating_sub(1);
@@ -615,6 +671,38 @@ impl LoadData {
         self.preallocated.get(bundle).map(String::as_str)
     }
 
+    /// The [`ReportFacts`] of every broker, in id order (as [`LoadData::brokers`]), derived with `weights`,
+    /// `weights4` and `class`. Built once after any report changed; `None` when the table at hand was built
+    /// with other arguments (the caller derives the facts itself).
+    pub fn report_facts(
+        &self,
+        weights: &ResourceWeights,
+        weights4: &ResourceWeights,
+        class: &str,
+    ) -> Option<&[ReportFacts]> {
+        let table = self.facts.0.get_or_init(|| FactsTable {
+            weights: *weights,
+            weights4: *weights4,
+            class: class.to_owned(),
+            rows: self
+                .brokers
+                .iter()
+                .map(|(id, e)| ReportFacts {
+                    host_len: id.rfind(':').unwrap_or(id.len()),
+                    usage4: e.local.max_resource_usage_with_weight(weights4),
+                    usage5: e.local.max_resource_usage_with_weight(weights),
+                    topics: e.local.num_topics,
+                    persistent: e.local.persistent_topics_enabled,
+                    non_persistent: e.local.non_persistent_topics_enabled,
+                    class_ok: e.local.load_manager_class_name.as_deref() == Some(class),
+                    version: e.local.broker_version_string.clone(),
+                })
+                .collect(),
+        });
+        (table.weights == *weights && table.weights4 == *weights4 && table.class == class)
+            .then_some(table.rows.as_slice())
+    }
+
     /// Brokers in id order.
     pub fn brokers(&self) -> impl Iterator<Item = (&String, &BrokerEntry)> {
         self.brokers.iter()
@@ -634,12 +722,14 @@ impl LoadData {
     /// `reported_namespaces` are kept by [`LoadData`]: change preallocations through [`LoadData::preallocate`],
     /// and call [`LoadData::recount`] after changing the report's `bundles`.
     pub fn broker_mut(&mut self, id: &str) -> Option<&mut BrokerEntry> {
+        self.facts = FactsCache::default();
         self.brokers.get_mut(id)
     }
 
     /// Inserts or replaces a broker entry as is (no aggregation; tests and snapshots); its extensible EMAs start
     /// from this report.
     pub fn insert_broker(&mut self, id: &str, local: LocalBrokerData) {
+        self.facts = FactsCache::default();
         let time_average = self.compute_time_average(&local);
         for bundle in local.last_stats.keys() {
             self.bundles

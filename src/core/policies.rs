@@ -120,6 +120,9 @@ impl ClusterPolicies {
 
     /// Whether no policy lists the broker's host as primary.
     pub fn is_shared_broker(&self, broker: &str) -> bool {
+        if self.isolation.is_empty() {
+            return true;
+        }
         let host = broker_host(broker);
         !self.isolation.iter().any(|p| p.is_primary(host))
     }

@@ -115,8 +115,51 @@ impl<'a> PlacementContext<'a> {
     /// Precomputes the per-broker facts.
     pub fn new(load: &'a LoadData, settings: &'a Settings, policies: &'a ClusterPolicies) -> Self {
         let class = settings.load_manager_class_name.class_name();
-        let brokers = load
-            .brokers()
+        let weights = settings.resource_weights();
+        let weights4 = super::weights4(settings);
+        let brokers = match load.report_facts(&weights, &weights4, class) {
+            Some(facts) => load
+                .brokers()
+                .zip(facts)
+                .map(|((id, e), f)| BrokerInfo {
+                    id: id.as_str(),
+                    host: &id[..f.host_len],
+                    w4: f.usage4,
+                    w5: f.usage5,
+                    topics: f.topics + e.preallocated_load.topics,
+                    persistent: f.persistent,
+                    non_persistent: f.non_persistent,
+                    shared: policies.is_shared_broker(id),
+                    class_ok: f.class_ok,
+                    version: f.version.as_deref(),
+                    entry: e,
+                })
+                .collect(),
+            None => Self::broker_infos(load, settings, policies, class),
+        };
+        Self {
+            load,
+            settings,
+            policies,
+            brokers,
+            now: 0,
+            candidates: RefCell::new(Default::default()),
+            generic_candidates: RefCell::new(Default::default()),
+            lltmr_scores: OnceCell::new(),
+            band: OnceCell::new(),
+            last_index: Cell::new(0),
+        }
+    }
+
+    /// The per-broker facts derived from the entries themselves (settings other than the load data's cached
+    /// facts were built with).
+    fn broker_infos(
+        load: &'a LoadData,
+        settings: &Settings,
+        policies: &ClusterPolicies,
+        class: &str,
+    ) -> Vec<BrokerInfo<'a>> {
+        load.brokers()
             .map(|(id, e)| {
                 let prealloc_topics = e.preallocated_load.topics;
                 BrokerInfo {
@@ -133,19 +176,7 @@ impl<'a> PlacementContext<'a> {
                     entry: e,
                 }
             })
-            .collect();
-        Self {
-            load,
-            settings,
-            policies,
-            brokers,
-            now: 0,
-            candidates: RefCell::new(Default::default()),
-            generic_candidates: RefCell::new(Default::default()),
-            lltmr_scores: OnceCell::new(),
-            band: OnceCell::new(),
-            last_index: Cell::new(0),
-        }
+            .collect()
     }
 
     /// The modular pipeline's candidates for `bundle` (steps 2–7; cached per namespace and topic kind).

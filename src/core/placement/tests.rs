@@ -618,3 +618,65 @@ fn assignment_preallocates_and_reuses() {
         err.reason
     );
 }
+
+/// The per-broker facts the load data caches between reports are the ones derived from the entries, and a
+/// report (or other settings) is never answered from a stale table.
+#[test]
+fn cached_report_facts_match_the_entries_and_follow_every_report() {
+    let describe = |ctx: &PlacementContext| -> Vec<String> {
+        ctx.brokers
+            .iter()
+            .map(|b| {
+                format!(
+                    "{} {} {:.6} {:.6} {} {} {} {} {} {:?}",
+                    b.id,
+                    b.host,
+                    b.w4,
+                    b.w5,
+                    b.topics,
+                    b.persistent,
+                    b.non_persistent,
+                    b.shared,
+                    b.class_ok,
+                    b.version
+                )
+            })
+            .collect()
+    };
+    let settings = Settings::default();
+    let policies = ClusterPolicies::none();
+    let mut load = LoadData::new();
+    load.insert_broker("a:1", broker(80.0));
+    load.insert_broker("host-b", broker(20.0));
+    let derived = |load: &LoadData, settings: &Settings| {
+        let class = settings.load_manager_class_name.class_name();
+        let ctx = PlacementContext {
+            brokers: PlacementContext::broker_infos(load, settings, &policies, class),
+            ..PlacementContext::new(load, settings, &policies)
+        };
+        describe(&ctx)
+    };
+    // Built by the first context, read by the second.
+    let first = describe(&PlacementContext::new(&load, &settings, &policies));
+    assert_eq!(first, derived(&load, &settings));
+    assert_eq!(
+        describe(&PlacementContext::new(&load, &settings, &policies)),
+        first
+    );
+    assert!(first[1].starts_with("host-b host-b "), "{first:?}");
+    // A report replaces the table.
+    let mut hot = broker(95.0);
+    hot.num_topics = 7;
+    hot.broker_version_string = Some("3.0.1".into());
+    load.apply_report("host-b", hot, &crate::core::NoSeeds);
+    let after = describe(&PlacementContext::new(&load, &settings, &policies));
+    assert_ne!(after, first);
+    assert_eq!(after, derived(&load, &settings));
+    // Other weights than the table's: derived from the entries, not from the table.
+    let mut other = Settings::default();
+    other.load_balancer_cpu_resource_weight = 0.1;
+    assert_eq!(
+        describe(&PlacementContext::new(&load, &other, &policies)),
+        derived(&load, &other)
+    );
+}
