@@ -564,6 +564,7 @@ async fn run_agents(world: &World, settings: &Settings, seed: u64) -> Outcome {
             created_ms: world.start_ms,
             updated_ms: world.start_ms,
             unload_after_acquire: false,
+            no_overlap: false,
         };
         let stat = admin_store
             .put_json(

@@ -202,6 +202,19 @@ impl BundleRange {
     pub fn splittable(&self) -> bool {
         self.upper - self.lower > 1
     }
+
+    /// Whether the two ranges share a hash (a split parent and its child do; two bundles of one namespace's
+    /// current list never do).
+    pub fn overlaps(&self, other: &BundleRange) -> bool {
+        let end = |r: &BundleRange| {
+            if r.upper_closed() {
+                r.upper + 1
+            } else {
+                r.upper
+            }
+        };
+        self.lower < end(other) && other.lower < end(self)
+    }
 }
 
 impl fmt::Display for BundleRange {
@@ -431,6 +444,17 @@ impl NamespaceBundles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_parents_and_children_overlap_neighbours_do_not() {
+        let r = |a, b| BundleRange::new(a, b).unwrap();
+        assert!(r(0, 0x8000_0000).overlaps(&r(0, 0xffff_ffff)));
+        assert!(!r(0, 0x8000_0000).overlaps(&r(0x8000_0000, 0xffff_ffff)));
+        assert!(r(0x4000_0000, 0x8000_0000).overlaps(&r(0x7000_0000, 0x9000_0000)));
+        // The last range's upper bound is inclusive.
+        assert!(r(0xffff_fff0, 0xffff_ffff).overlaps(&r(0xffff_fffe, 0xffff_ffff)));
+        assert!(r(0xffff_fffe, 0xffff_ffff).overlaps(&r(0xffff_fff0, 0xffff_ffff)));
+    }
 
     fn hexes(b: &NamespaceBundles) -> Vec<String> {
         b.to_bundles_data().boundaries

@@ -85,6 +85,11 @@ pub struct BundleAssignment {
     /// (`loadBalancerAutoUnloadSplitBundlesEnabled`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unload_after_acquire: bool,
+    /// The leader knew of no ownership node and no record of another range of the namespace overlapping this
+    /// bundle (a split parent or child) when it wrote the record: the destination need not list the
+    /// namespace's ownership nodes before it acquires. Absent (false): it lists them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_overlap: bool,
 }
 
 /// What a request asks for.
@@ -268,6 +273,7 @@ mod tests {
             created_ms: 1,
             updated_ms: 2,
             unload_after_acquire: false,
+            no_overlap: false,
         };
         let text = to_json_string(&a);
         assert_eq!(
@@ -283,6 +289,7 @@ mod tests {
         assert_eq!(back, a);
         let split = BundleAssignment {
             unload_after_acquire: true,
+            no_overlap: false,
             source: None,
             cause: AssignmentCause::Split,
             ..a

@@ -71,7 +71,9 @@
 //! 2. A broker holding the node while the record names another broker releases it: it marks the node
 //!    `disabled` (lookups stop answering it), unloads the bundle from its host, and deletes the node by version.
 //! 3. The destination, once no ownership node exists and no other broker owns an overlapping range of the
-//!    namespace, creates the node **create-only** and then loads the bundle into its host.
+//!    namespace (it lists the namespace's ownership nodes unless the record says
+//!    [`no_overlap`](BundleAssignment::no_overlap)), creates the node **create-only** and then loads the bundle
+//!    into its host.
 //! 4. The leader sees the destination's node and marks the record `assigned` (the grace period starts for shed
 //!    and unloaded bundles).
 //!

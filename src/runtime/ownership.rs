@@ -188,7 +188,7 @@ impl AgentShared {
             let Ok(other) = BundleRange::parse(&child) else {
                 continue;
             };
-            if other == range || !overlaps(other, range) {
+            if other == range || !other.overlaps(&range) {
                 continue;
             }
             let name = format!("{ns}/{child}");
@@ -394,9 +394,14 @@ impl AgentShared {
         let name = BundleName::parse(bundle).map_err(|e| Error::InvalidArgument {
             reason: e.to_string(),
         })?;
-        if let Some(why) = self.overlapping_owner(&name).await? {
-            tracing::debug!(bundle, "waiting: {why}");
-            return Ok(Outcome::Waiting);
+        // The leader says when no other range of the namespace can be owned (`BundleAssignment::no_overlap`):
+        // a lookup storm then costs no listing of the namespace's ownership nodes per bundle.
+        let listed = !record.as_ref().is_some_and(|(r, _)| r.no_overlap);
+        if listed {
+            if let Some(why) = self.overlapping_owner(&name).await? {
+                tracing::debug!(bundle, "waiting: {why}");
+                return Ok(Outcome::Waiting);
+            }
         }
         let path = paths::ownership(bundle);
         match self
@@ -451,17 +456,6 @@ impl AgentShared {
             }
         }
     }
-}
-
-fn overlaps(a: BundleRange, b: BundleRange) -> bool {
-    let end = |r: BundleRange| {
-        if r.upper_closed() {
-            r.upper() + 1
-        } else {
-            r.upper()
-        }
-    };
-    a.lower() < end(b) && b.lower() < end(a)
 }
 
 /// The ownership task of one agent.
@@ -642,25 +636,5 @@ impl OwnershipTask {
                 .stop_serving(&b, "the broker is shutting down")
                 .await;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn range_overlap() {
-        let r = |a, b| BundleRange::new(a, b).unwrap();
-        assert!(overlaps(r(0, 0x8000_0000), r(0, 0xffff_ffff)));
-        assert!(!overlaps(r(0, 0x8000_0000), r(0x8000_0000, 0xffff_ffff)));
-        assert!(overlaps(
-            r(0x4000_0000, 0x8000_0000),
-            r(0x7000_0000, 0x9000_0000)
-        ));
-        assert!(overlaps(
-            r(0xffff_fff0, 0xffff_ffff),
-            r(0xffff_fffe, 0xffff_ffff)
-        ));
     }
 }

@@ -340,6 +340,7 @@ impl Leader {
                 created_ms: now,
                 updated_ms: now,
                 unload_after_acquire: plan.unload_children,
+                no_overlap: false,
             })
             .collect();
         let parent_record = self.records.get(&bundle).cloned();

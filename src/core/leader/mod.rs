@@ -65,7 +65,7 @@ mod requests;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use foldhash::HashMap;
+use foldhash::{HashMap, HashSet};
 
 pub use io::{
     Answer, ClusterPolicyData, Command, Event, FlushedNode, FlushedValue, Level, LoadedState,
@@ -146,6 +146,8 @@ pub struct Leader {
     records: BTreeMap<String, (BundleAssignment, i64)>,
     owners: BTreeMap<String, OwnerSeen>,
     unsettled: Vec<Unsettled>,
+    /// The bundles of `unsettled`.
+    unsettled_bundles: HashSet<String>,
     /// The data of a gone broker's bundles, taken before the load data dropped it, until their moves complete
     /// (see [`Unsettled::last_data`]).
     gone_data: HashMap<String, BundleData>,
@@ -193,6 +195,7 @@ impl Leader {
             records: BTreeMap::new(),
             owners: BTreeMap::new(),
             unsettled: Vec::new(),
+            unsettled_bundles: HashSet::default(),
             gone_data: HashMap::default(),
             warned: BTreeSet::new(),
             ghost_owners: BTreeMap::new(),

@@ -9,6 +9,7 @@
 //! write's outcome came back before the next event. A write that failed restores the record and the
 //! preallocation the core knew before (and asks for the record to be read again after a conflict).
 
+use crate::bundle::{BundleName, BundleRange};
 use crate::core::placement::{assign_bundle, select_broker, PlacementContext};
 use crate::core::{Assignment, Skipped};
 use crate::model::records::{AssignmentCause, AssignmentState, BundleAssignment};
@@ -127,6 +128,7 @@ impl Leader {
                         created_ms: now,
                         updated_ms: now,
                         unload_after_acquire: false,
+                        no_overlap: false,
                     };
                     self.write_record(record, RecordKind::Adopted, None);
                 }
@@ -372,8 +374,12 @@ impl Leader {
             }
             RecordKind::Completed => {
                 self.status.moves_completed += 1;
-                // A later move of the bundle stands for it: the earlier one's brokers no longer tell.
-                self.unsettled.retain(|u| u.bundle != bundle);
+                // A later move of the bundle stands for it: the earlier one's brokers no longer tell. (Looked
+                // up first: a lookup storm completes a move per bundle, and all of them are unsettled until the
+                // next reports, so a scan at every completion cost O(bundles) each.)
+                if !self.unsettled_bundles.insert(bundle.to_owned()) {
+                    self.unsettled.retain(|u| u.bundle != bundle);
+                }
                 self.unsettled.push(Unsettled {
                     bundle: bundle.to_owned(),
                     // A split child stays on its parent's owner: only the destination must list it.
@@ -434,6 +440,7 @@ impl Leader {
             created_ms: now,
             updated_ms: now,
             unload_after_acquire: false,
+            no_overlap: self.overlap_free(bundle),
         };
         self.write_record(record, RecordKind::Move, link)
     }
@@ -497,7 +504,31 @@ impl Leader {
         rec.state = AssignmentState::Assigned;
         rec.updated_ms = now;
         rec.unload_after_acquire = false;
+        // A hint for the acquisition this record asked for, not for a later one (a restarted destination).
+        rec.no_overlap = false;
         self.write_record(rec, RecordKind::Completed, None);
+    }
+
+    /// Whether this leader knows of no ownership node and no record of another range of `bundle`'s namespace
+    /// that overlaps it ([`BundleAssignment::no_overlap`]). A broker creates an ownership node only for a
+    /// record that names it, and every record is this leader's (or was loaded by it), so a node that overlaps
+    /// can only be one this leader sees, or one of a range it holds a record of. Cost: O(bundles of the
+    /// namespace), in memory, instead of a listing of the namespace's ownership nodes by the destination.
+    fn overlap_free(&self, bundle: &str) -> bool {
+        let Ok(name) = BundleName::parse(bundle) else {
+            return false;
+        };
+        let range = name.range();
+        let prefix = format!("{}/", name.namespace());
+        let clear = |keys: &mut dyn Iterator<Item = &String>| {
+            keys.take_while(|k| k.starts_with(&prefix))
+                .filter(|k| k.as_str() != bundle)
+                .all(|k| {
+                    BundleRange::parse(&k[prefix.len()..]).map_or(false, |r| !r.overlaps(&range))
+                })
+        };
+        clear(&mut self.owners.range(prefix.clone()..).map(|(k, _)| k))
+            && clear(&mut self.records.range(prefix.clone()..).map(|(k, _)| k))
     }
 
     /// A broker other than `source` for `bundle`, and why (placement, retried without `source` when it chose
@@ -629,17 +660,16 @@ impl Leader {
         let mut gone = gone.into_iter();
         let load = &self.load;
         let mut unreported = Vec::new();
+        let listed = &mut self.unsettled_bundles;
         self.unsettled.retain(|u| {
-            if gone.next().unwrap_or(false) {
-                return false;
-            }
+            let split_since = gone.next().unwrap_or(false);
             let lists = |broker: &str| {
                 load.broker(broker)
                     .map(|e| e.local.last_stats.contains_key(&u.bundle))
             };
             let dest_ok = lists(&u.destination) != Some(false);
             let source_ok = u.source.as_deref().map_or(true, |s| lists(s) != Some(true));
-            let waiting = !(dest_ok && source_ok) && now - u.at <= overdue;
+            let waiting = !split_since && !(dest_ok && source_ok) && now - u.at <= overdue;
             if waiting && corrected {
                 unreported.push(UnreportedMove {
                     bundle: u.bundle.clone(),
@@ -647,6 +677,9 @@ impl Leader {
                     not_yet_listed_by: (!dest_ok).then(|| u.destination.clone()),
                     last_data: u.last_data,
                 });
+            }
+            if !waiting {
+                listed.remove(&u.bundle);
             }
             waiting
         });

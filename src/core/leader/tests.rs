@@ -967,3 +967,71 @@ fn an_orphan_s_correction_carries_the_data_its_gone_broker_took_with_it() {
         );
     }
 }
+
+/// The record of a placement says whether the destination may skip listing the namespace's ownership nodes:
+/// only when this leader knows of no other range of the namespace that overlaps the bundle.
+#[test]
+fn a_placement_tells_the_destination_when_no_overlapping_range_can_be_owned() {
+    let (mut leader, all) = hot_owner(ShedderKind::AvgShedder);
+    let assign = |leader: &mut Leader, id: RequestId, bundle: &str| {
+        let out = drive(
+            leader,
+            1_000,
+            Event::Request {
+                id,
+                request: Request::Assign {
+                    bundle: bundle.into(),
+                },
+            },
+        );
+        out.into_iter()
+            .find_map(|c| match c {
+                Command::WriteRecord { record, .. } if record.bundle == bundle => Some(record),
+                _ => None,
+            })
+            .expect("a record is written")
+    };
+    // Owners and records of the namespace's other bundles do not overlap this one.
+    let free = assign(&mut leader, 1, &all[10]);
+    assert!(free.no_overlap, "{free:?}");
+    // A split parent of bundles 12 and 13 still owned: the destination must look.
+    let parent = format!("{NS}/0x{:08x}_0x{:08x}", 12u64 << 28, 14u64 << 28);
+    drive(
+        &mut leader,
+        1_000,
+        Event::OwnerSeen {
+            bundle: parent,
+            owner: OwnerSeen {
+                broker: "b2:8080".into(),
+                disabled: false,
+            },
+        },
+    );
+    let child = assign(&mut leader, 2, &all[13]);
+    assert!(!child.no_overlap, "{child:?}");
+    // A bundle of the same namespace beside the parent is not affected.
+    let beside = assign(&mut leader, 3, &all[14]);
+    assert!(beside.no_overlap, "{beside:?}");
+    // The completed record does not carry the hint to a later acquisition.
+    let done = drive(
+        &mut leader,
+        2_000,
+        Event::OwnerSeen {
+            bundle: all[10].clone(),
+            owner: OwnerSeen {
+                broker: free.destination.clone(),
+                disabled: false,
+            },
+        },
+    );
+    let completed = done
+        .iter()
+        .find_map(|c| match c {
+            Command::WriteRecord { record, .. } if record.state == AssignmentState::Assigned => {
+                Some(record)
+            }
+            _ => None,
+        })
+        .expect("the move completes");
+    assert!(!completed.no_overlap, "{completed:?}");
+}

@@ -248,6 +248,7 @@ mod tests {
             created_ms: 0,
             updated_ms: 0,
             unload_after_acquire: false,
+            no_overlap: false,
         }
     }
 

@@ -73,6 +73,7 @@ impl<'w> Sim<'w> {
                 created_ms: at,
                 updated_ms: at,
                 unload_after_acquire: false,
+                no_overlap: false,
             };
             self.store.records.insert(bundle, (record, 0));
         }
