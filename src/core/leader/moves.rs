@@ -523,9 +523,7 @@ impl Leader {
         let clear = |keys: &mut dyn Iterator<Item = &String>| {
             keys.take_while(|k| k.starts_with(&prefix))
                 .filter(|k| k.as_str() != bundle)
-                .all(|k| {
-                    BundleRange::parse(&k[prefix.len()..]).map_or(false, |r| !r.overlaps(&range))
-                })
+                .all(|k| BundleRange::parse(&k[prefix.len()..]).is_ok_and(|r| !r.overlaps(&range)))
         };
         clear(&mut self.owners.range(prefix.clone()..).map(|(k, _)| k))
             && clear(&mut self.records.range(prefix.clone()..).map(|(k, _)| k))
@@ -669,7 +667,8 @@ impl Leader {
             };
             let dest_ok = lists(&u.destination) != Some(false);
             let source_ok = u.source.as_deref().map_or(true, |s| lists(s) != Some(true));
-            let waiting = !split_since && !(dest_ok && source_ok) && now - u.at <= overdue;
+            let reported = dest_ok && source_ok;
+            let waiting = !split_since && !reported && now - u.at <= overdue;
             if waiting && corrected {
                 unreported.push(UnreportedMove {
                     bundle: u.bundle.clone(),
