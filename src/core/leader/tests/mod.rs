@@ -8,6 +8,9 @@ use crate::model::{LocalBrokerData, NamespaceBundleStats, ResourceUsage, SystemR
 
 const NS: &str = "t/n";
 
+mod corrections;
+mod flush;
+
 fn report(bundles: &[(&str, f64)], cpu: f64) -> LocalBrokerData {
     let mut r = LocalBrokerData::default();
     let usage = SystemResourceUsage {
@@ -362,64 +365,6 @@ fn a_gone_broker_s_bundles_are_reassigned_and_its_time_average_deleted() {
 }
 
 #[test]
-fn a_flush_where_nothing_changed_writes_nothing() {
-    let (mut leader, _) = hot_owner(ShedderKind::AvgShedder);
-    let first = drive(&mut leader, 900_000, Event::Tick(Tick::Flush));
-    let n = |out: &[Command]| {
-        out.iter()
-            .find_map(|c| match c {
-                Command::Flush { writes, .. } => Some(writes.len()),
-                _ => None,
-            })
-            .unwrap()
-    };
-    assert!(n(&first) > 0);
-    // With no report in between, only Pulsar's extra sample changes the windows; a second flush of the same
-    // samples count still rewrites them, so compare a flush right after a flush with resampling disabled by
-    // checking the time averages only.
-    let second = drive(&mut leader, 900_001, Event::Tick(Tick::Flush));
-    let ta_rewritten = second.iter().any(|c| {
-        matches!(c, Command::Flush { writes, .. }
-        if writes.iter().any(|(n, _)| matches!(n, FlushedNode::TimeAverage(_))))
-    });
-    assert!(!ta_rewritten, "{second:?}");
-}
-
-#[test]
-fn a_flush_waits_for_the_previous_one_to_be_written() {
-    let (mut leader, _) = hot_owner(ShedderKind::AvgShedder);
-    // The runtime writes a flush beside other events: its outcome comes later.
-    let first = leader.handle(900_000, Event::Tick(Tick::Flush));
-    let ticket = first
-        .iter()
-        .find_map(|c| match c {
-            Command::Flush { ticket, .. } => Some(*ticket),
-            _ => None,
-        })
-        .expect("a flush");
-    let flushes = |out: &[Command]| {
-        out.iter()
-            .filter(|c| matches!(c, Command::Flush { .. }))
-            .count()
-    };
-    assert_eq!(
-        flushes(&leader.handle(910_000, Event::Tick(Tick::Flush))),
-        0
-    );
-    leader.handle(
-        910_001,
-        Event::Done {
-            ticket,
-            outcome: Outcome::Written(Vec::new()),
-        },
-    );
-    assert_eq!(
-        flushes(&drive(&mut leader, 920_000, Event::Tick(Tick::Flush))),
-        1
-    );
-}
-
-#[test]
 fn a_split_parent_is_forgotten_and_never_proposed_again() {
     for shedder in ShedderKind::ALL {
         let (mut leader, all) = hot_owner(shedder);
@@ -566,64 +511,6 @@ fn unloading_a_namespace_answers_once_every_move_is_written() {
 }
 
 #[test]
-fn a_new_leader_starts_from_what_the_flush_wrote_and_rewrites_nothing_unchanged() {
-    let (mut leader, all) = hot_owner(ShedderKind::AvgShedder);
-    let out = drive(&mut leader, 900_000, Event::Tick(Tick::Flush));
-    let written: Vec<(FlushedNode, FlushedValue)> = out
-        .iter()
-        .find_map(|c| match c {
-            Command::Flush { writes, .. } => Some(writes.clone()),
-            _ => None,
-        })
-        .unwrap();
-    let stored = written
-        .iter()
-        .find_map(|(n, v)| match (n, v) {
-            (FlushedNode::BundleData(b), FlushedValue::BundleData(d)) if *b == all[0] => Some(*d),
-            _ => None,
-        })
-        .expect("the hot bundle's data is flushed");
-    // A new term reads back what the store holds.
-    let mut state = LoadedState {
-        namespaces: vec![leader.namespace(NS).unwrap().clone()],
-        ..Default::default()
-    };
-    for (node, value) in &written {
-        match (node, value) {
-            (FlushedNode::BundleData(b), FlushedValue::BundleData(d)) => {
-                state.bundle_data.push((b.clone(), Some(*d)))
-            }
-            (FlushedNode::TimeAverage(b), FlushedValue::TimeAverage(t)) => {
-                state.time_averages.push((b.clone(), Some(*t)))
-            }
-            _ => unreachable!("a node holds its own kind of value"),
-        }
-    }
-    let mut next = Leader::new("b2:8080", leader.settings().clone(), 3, 900_001);
-    drive(&mut next, 900_001, Event::Loaded(Box::new(state)));
-    // A bundle seen anew is seeded from its stored data, not from the 50 msg/s defaults.
-    let hot: Vec<(&str, f64)> = all[..5].iter().map(|b| (b.as_str(), 3000.0)).collect();
-    drive(
-        &mut next,
-        900_002,
-        Event::Report {
-            broker: "b1:8080".into(),
-            report: Ok(report(&hot, 95.0)),
-        },
-    );
-    let seeded = next.load().bundle(&all[0]).unwrap();
-    assert_eq!(
-        seeded.long_term_data.num_samples,
-        stored.long_term_data.num_samples + 1
-    );
-    // Its first flush runs on what it read.
-    let first = drive(&mut next, 900_003, Event::Tick(Tick::Flush));
-    assert!(first.iter().any(|c| matches!(c, Command::Flush { .. })));
-    // Data of bundles nobody reports any more is deleted only by a flush, never lost at the take-over.
-    assert!(!next.has_pending_writes());
-}
-
-#[test]
 fn a_registration_that_is_not_a_live_broker_s_report_is_no_broker() {
     let mut leader = Leader::new("b1:8080", Settings::default(), 1, 0);
     let state = LoadedState {
@@ -753,49 +640,6 @@ fn a_move_whose_destination_never_takes_the_bundle_gets_another_destination() {
     assert_eq!(m[0].2, AssignmentCause::Replaced);
 }
 
-fn early_wakes(commands: &[Command]) -> Vec<i64> {
-    commands
-        .iter()
-        .filter_map(|c| match c {
-            Command::Wake {
-                at,
-                tick: Tick::EarlyShedding,
-            } => Some(*at),
-            _ => None,
-        })
-        .collect()
-}
-
-#[test]
-fn a_joining_broker_brings_bandshedders_early_cycle_and_no_one_elses() {
-    for shedder in ShedderKind::ALL {
-        let (mut leader, _) = hot_owner(shedder);
-        // The first cycle plans (b2 and b3 are empty) and starts moves.
-        let first = drive(&mut leader, 60_000, Event::Tick(Tick::Shedding));
-        let join = drive(
-            &mut leader,
-            70_000,
-            Event::Report {
-                broker: "b4:8080".into(),
-                report: Ok(report(&[], 5.0)),
-            },
-        );
-        let wakes: Vec<i64> = early_wakes(&first)
-            .into_iter()
-            .chain(early_wakes(&join))
-            .collect();
-        if shedder != ShedderKind::BandShedder {
-            assert!(wakes.is_empty(), "{shedder}: {wakes:?}");
-            continue;
-        }
-        assert_eq!(wakes, vec![80_000], "one wake, 10 s after the join");
-        // The moves of the first plan are still in flight: the early cycle waits and asks again.
-        let waiting = drive(&mut leader, 80_000, Event::Tick(Tick::EarlyShedding));
-        assert!(moves(&waiting).is_empty(), "{waiting:?}");
-        assert_eq!(early_wakes(&waiting), vec![90_000]);
-    }
-}
-
 /// The core's decisions must not depend on when a write's outcome comes back (the runtime hands it a run of
 /// events before their outcomes): a move's destination counts in placement from the moment its record is
 /// asked for, and a write that fails takes that back.
@@ -847,125 +691,6 @@ fn a_move_is_preallocated_when_asked_for_and_a_failed_write_takes_it_back() {
         );
     }
     assert_eq!(leader.status().moves_started, 0);
-}
-
-#[test]
-fn the_flush_choice_is_the_top_bundles_by_rate_then_throughput_then_name() {
-    // Rates repeat (ties broken by name), three brokers: the top 2 × 3 of 20 bundles, best first.
-    let names: Vec<String> = (0..20)
-        .map(|i| format!("{NS}/0x{:08x}_0x{:08x}", i * 16, i * 16 + 16))
-        .collect();
-    let rate = |i: usize| ((i * 7) % 5) as f64 * 10.0;
-    let mut reports = Vec::new();
-    for b in 0..3 {
-        let mine: Vec<(&str, f64)> = (0..20)
-            .filter(|i| i % 3 == b)
-            .map(|i| (names[i].as_str(), rate(i)))
-            .collect();
-        reports.push((format!("b{b}:8080"), Ok(report(&mine, 50.0))));
-    }
-    let mut settings = Settings::default();
-    settings.load_balancer_max_number_of_bundles_in_bundle_load_report = 2;
-    let mut leader = Leader::new("b0:8080", settings, 1, 0);
-    drive(
-        &mut leader,
-        0,
-        Event::Loaded(Box::new(LoadedState {
-            reports,
-            ..Default::default()
-        })),
-    );
-    let chosen: Vec<String> = leader
-        .flush_choice()
-        .into_iter()
-        .map(|(b, _)| b.clone())
-        .collect();
-    let mut expected: Vec<usize> = (0..20).collect();
-    expected.sort_by(|a, b| {
-        rate(*b)
-            .total_cmp(&rate(*a))
-            .then(names[*a].cmp(&names[*b]))
-    });
-    let expected: Vec<String> = expected[..6].iter().map(|i| names[*i].clone()).collect();
-    assert_eq!(chosen, expected);
-}
-
-#[test]
-fn a_correcting_strategy_keeps_a_move_the_reports_do_not_show_until_a_report_is_due() {
-    let bundle = format!("{NS}/0x00000000_0x80000000");
-    let loaded = || {
-        let mut leader = Leader::new("b1:8080", Settings::default(), 1, 0);
-        let state = LoadedState {
-            namespaces: vec![namespace(vec![0, 0x8000_0000, 0xffff_ffff])],
-            reports: vec![
-                (
-                    "b1:8080".into(),
-                    Ok(report(&[(bundle.as_str(), 10.0)], 50.0)),
-                ),
-                ("b2:8080".into(), Ok(report(&[], 10.0))),
-            ],
-            ..Default::default()
-        };
-        drive(&mut leader, 0, Event::Loaded(Box::new(state)));
-        // Completed at 0 from b1 to b2; b1's report still lists it, b2's does not yet.
-        leader.unsettled.push(Unsettled {
-            bundle: bundle.clone(),
-            source: Some("b1:8080".into()),
-            destination: "b2:8080".into(),
-            at: 0,
-            last_data: None,
-        });
-        leader
-    };
-    let s = Settings::default();
-    let check = s.report_check_interval().as_millis() as i64;
-    let short = s.shedding_interval().as_millis() as i64 + check;
-    let long = s.report_max_interval().as_millis() as i64 + check;
-    // Pulsar's strategies wait for the reports, but not past the short bound.
-    let mut leader = loaded();
-    assert!(leader.settled(short, false).is_err());
-    assert_eq!(leader.settled(short + 1, false), Ok(Vec::new()));
-    // A correcting strategy is not held up, and its correction lasts until a report of each broker is due.
-    let mut leader = loaded();
-    for at in [short + 1, long] {
-        let unreported = leader.settled(at, true).unwrap();
-        assert_eq!(unreported.len(), 1, "at {at}");
-        assert_eq!(unreported[0].still_listed_by.as_deref(), Some("b1:8080"));
-        assert_eq!(unreported[0].not_yet_listed_by.as_deref(), Some("b2:8080"));
-    }
-    assert_eq!(leader.settled(long + 1, true), Ok(Vec::new()));
-}
-
-#[test]
-fn an_orphan_s_correction_carries_the_data_its_gone_broker_took_with_it() {
-    let (mut leader, _) = hot_owner(ShedderKind::BandShedder);
-    let out = drive(&mut leader, 901_000, gone("b1:8080"));
-    let m = moves(&out);
-    assert!(!m.is_empty(), "{out:?}");
-    for (bundle, dest, _) in &m {
-        drive(
-            &mut leader,
-            902_000,
-            Event::OwnerSeen {
-                bundle: bundle.clone(),
-                owner: OwnerSeen {
-                    broker: dest.clone(),
-                    disabled: false,
-                },
-            },
-        );
-    }
-    // The destinations have not reported the orphans; their data went with b1, the only broker listing them.
-    let unreported = leader.settled(903_000, true).unwrap();
-    assert_eq!(unreported.len(), m.len(), "{unreported:?}");
-    for u in &unreported {
-        assert!(u.not_yet_listed_by.is_some(), "{u:?}");
-        assert!(
-            u.last_data
-                .is_some_and(|d| d.short_term_data.num_samples > 0),
-            "{u:?}"
-        );
-    }
 }
 
 /// The record of a placement says whether the destination may skip listing the namespace's ownership nodes:
