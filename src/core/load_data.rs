@@ -688,7 +688,7 @@ impl LoadData {
                 .brokers
                 .iter()
                 .map(|(id, e)| ReportFacts {
-                    host_len: id.rfind(':').unwrap_or(id.len()),
+                    host_len: super::policies::broker_host(id).len(),
                     usage4: e.local.max_resource_usage_with_weight(weights4),
                     usage5: e.local.max_resource_usage_with_weight(weights),
                     topics: e.local.num_topics,

@@ -520,13 +520,14 @@ impl Leader {
         };
         let range = name.range();
         let prefix = format!("{}/", name.namespace());
-        let clear = |keys: &mut dyn Iterator<Item = &String>| {
-            keys.take_while(|k| k.starts_with(&prefix))
-                .filter(|k| k.as_str() != bundle)
-                .all(|k| BundleRange::parse(&k[prefix.len()..]).is_ok_and(|r| !r.overlaps(&range)))
-        };
-        clear(&mut self.owners.range(prefix.clone()..).map(|(k, _)| k))
-            && clear(&mut self.records.range(prefix.clone()..).map(|(k, _)| k))
+        let in_namespace = |k: &&String| k.starts_with(&prefix);
+        let owned = self.owners.range(prefix.clone()..).map(|(k, _)| k);
+        let recorded = self.records.range(prefix.clone()..).map(|(k, _)| k);
+        !owned
+            .take_while(in_namespace)
+            .chain(recorded.take_while(in_namespace))
+            .filter(|k| k.as_str() != bundle)
+            .any(|k| BundleRange::parse(&k[prefix.len()..]).map_or(true, |r| r.overlaps(&range)))
     }
 
     /// A broker other than `source` for `bundle`, and why (placement, retried without `source` when it chose
