@@ -67,6 +67,7 @@ macro_rules! conformance_tests {
             case!(put_version_semantics);
             case!(delete_semantics);
             case!(children_listing);
+            case!(large_listings);
             case!(many_reads);
             case!(stat_fields);
             case!(ephemeral_lifecycle);

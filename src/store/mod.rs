@@ -584,8 +584,8 @@ pub trait MetadataStore: Send + Sync + fmt::Debug {
     async fn get(&self, path: &str) -> Result<Option<GetResult>>;
 
     /// [`MetadataStore::get`] of each of `paths`, in order. One round trip per call where the backend can read
-    /// many nodes in one request (ZooKeeper's `multiRead`, 3.6 and later; an older server gets one `get` per
-    /// path); otherwise every `get` is in flight at once. Each read is of the node as it is when the server
+    /// many nodes in one request (ZooKeeper's `multiRead`, 3.6 and later, where an older server gets one `get`
+    /// per path; etcd's read-only txn, 100 keys each); otherwise every `get` is in flight at once. Each read is of the node as it is when the server
     /// reaches it; the call is not a snapshot. Callers keep a call to a few hundred paths (a ZooKeeper answer
     /// must stay under `jute.maxbuffer`, 1 MiB by default).
     async fn get_many(&self, paths: &[String]) -> Result<Vec<Option<GetResult>>> {

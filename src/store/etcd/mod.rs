@@ -5,13 +5,16 @@
 //! The key is the node path, the value the node's bytes — exactly what ZooKeeper holds — so
 //! `etcdctl get --prefix /loadbalance/brokers/` lists what `zkCli.sh ls /loadbalance/brokers` does. Parents
 //! are not keys (no placeholder values): `get_children(p)` reads the keys under `p + "/"` and keeps their
-//! first segments; `exists(p)` is true only for a key written explicitly.
+//! first segments, a thousand keys a page, skipping the rest of a child's subtree once a page ends inside it
+//! (one answer of every key under a folder of 65,000 records was 4.8 MB, over the client's 4 MiB limit, and
+//! a new leader could not load); `exists(p)` is true only for a key written explicitly.
 //!
 //! # Mapping
 //!
 //! | contract | etcd |
 //! |---|---|
 //! | version | etcd `version − 1` (etcd counts from 1) |
+//! | get_many | read-only txns of 100 gets each (a txn allows 128 operations): one request per hundred keys |
 //! | creation / modification revision | `create_revision` / `mod_revision`; no timestamps (0) |
 //! | put, no version | put with `ignore_lease` (an update keeps an ephemeral key's lease; a plain put would detach it) and `prev_kv` (the new stat follows from the previous key-value, no read-back); if the key is missing etcd refuses `ignore_lease`, and the put is re-sent as a create guarded by `create_revision == 0` |
 //! | put -1 / put n | txn comparing `create_revision == 0` / `version == n + 1` |
@@ -182,6 +185,10 @@ impl MetadataStore for EtcdStore {
 
     async fn get(&self, path: &str) -> Result<Option<GetResult>> {
         self.inner.get(path).await
+    }
+
+    async fn get_many(&self, paths: &[String]) -> Result<Vec<Option<GetResult>>> {
+        self.inner.get_many(paths).await
     }
 
     async fn get_children(&self, path: &str) -> Result<Vec<String>> {

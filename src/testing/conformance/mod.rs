@@ -36,7 +36,7 @@ mod sessions;
 
 pub use batches::{batch_semantics, batch_updates_after_others_wrote};
 pub use nodes::{
-    children_listing, delete_semantics, many_reads, parents_and_recursive_delete,
+    children_listing, delete_semantics, large_listings, many_reads, parents_and_recursive_delete,
     paths_and_missing_nodes, put_version_semantics, sequential_nodes, stat_fields,
     typed_json_round_trip,
 };

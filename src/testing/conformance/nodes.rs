@@ -261,6 +261,54 @@ pub async fn children_listing(sessions: &dyn Sessions, root: &str) {
     store.close().await.unwrap();
 }
 
+/// Listings longer than one page of a backend that reads them in pages (etcd): 2,500 direct children, and a
+/// folder of three children, one of which has 2,500 descendants (a page ends inside its subtree, and a sibling
+/// whose name extends the child's sorts before that subtree).
+pub async fn large_listings(sessions: &dyn Sessions, root: &str) {
+    let store = sessions.open().await;
+    let flat = format!("{root}/flat");
+    let names: Vec<String> = (0..2_500).map(|i| format!("n{i:05}")).collect();
+    for chunk in names.chunks(100) {
+        let ops = chunk
+            .iter()
+            .map(|n| crate::store::Op::put(format!("{flat}/{n}"), b"".to_vec()))
+            .collect();
+        store.batch(ops).await.unwrap();
+    }
+    assert_eq!(store.get_children(&flat).await.unwrap(), names);
+    let deep = format!("{root}/deep");
+    for name in ["t-x", "u"] {
+        store
+            .put(
+                &format!("{deep}/{name}"),
+                b"",
+                None,
+                CreateOptions::PERSISTENT,
+            )
+            .await
+            .unwrap();
+    }
+    let below: Vec<String> = (0..2_500)
+        .map(|i| format!("{deep}/t/ns-{}/b{i:05}", i % 7))
+        .collect();
+    for chunk in below.chunks(100) {
+        let ops = chunk
+            .iter()
+            .map(|p| crate::store::Op::put(p.clone(), b"".to_vec()))
+            .collect();
+        store.batch(ops).await.unwrap();
+    }
+    assert_eq!(
+        store.get_children(&deep).await.unwrap(),
+        vec!["t", "t-x", "u"]
+    );
+    assert_eq!(
+        store.get_children(&format!("{deep}/t")).await.unwrap(),
+        (0..7).map(|i| format!("ns-{i}")).collect::<Vec<_>>()
+    );
+    cleanup(&*store, root).await;
+}
+
 /// Stat fields: versions, revisions, times, ephemeral flags, created-by-self.
 pub async fn stat_fields(sessions: &dyn Sessions, root: &str) {
     let a = sessions.open().await;
