@@ -363,10 +363,8 @@ impl Inner {
         for chunk in paths.chunks(READS_PER_TXN) {
             let resp = self
                 .call("get_many", &chunk[0], true, |mut c| {
-                    let ops: Vec<TxnOp> = chunk
-                        .iter()
-                        .map(|p| TxnOp::get(p.as_str(), None))
-                        .collect();
+                    let ops: Vec<TxnOp> =
+                        chunk.iter().map(|p| TxnOp::get(p.as_str(), None)).collect();
                     async move { c.txn(Txn::new().and_then(ops)).await }
                 })
                 .await?;
