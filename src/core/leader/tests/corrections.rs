@@ -3,16 +3,7 @@
 use super::*;
 
 fn early_wakes(commands: &[Command]) -> Vec<i64> {
-    commands
-        .iter()
-        .filter_map(|c| match c {
-            Command::Wake {
-                at,
-                tick: Tick::EarlyShedding,
-            } => Some(*at),
-            _ => None,
-        })
-        .collect()
+    wakes_of(commands, Tick::EarlyShedding)
 }
 
 #[test]

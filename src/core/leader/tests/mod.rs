@@ -321,17 +321,9 @@ fn a_lookup_is_answered_once_its_record_is_written() {
 fn a_conflicting_record_write_is_read_again_and_the_request_refused() {
     let (mut leader, all) = hot_owner(ShedderKind::AvgShedder);
     let bundle = all[10].clone();
-    let out = drive_with(
-        &mut leader,
-        1_000,
-        Event::Request {
-            id: 1,
-            request: Request::Assign {
-                bundle: bundle.clone(),
-            },
-        },
-        |c| matches!(c, Command::WriteRecord { .. }).then_some(Outcome::Conflict),
-    );
+    let out = drive_with(&mut leader, 1_000, assign(1, &bundle), |c| {
+        matches!(c, Command::WriteRecord { .. }).then_some(Outcome::Conflict)
+    });
     assert!(out.contains(&Command::Reread(Reread::Record(bundle.clone()))));
     let a = answers(&out);
     assert!(
@@ -457,17 +449,7 @@ fn a_report_schedules_one_split_check_at_the_next_period() {
             },
         )
     };
-    let wakes = |out: &[Command]| {
-        out.iter()
-            .filter_map(|c| match c {
-                Command::Wake {
-                    at,
-                    tick: Tick::SplitCheck,
-                } => Some(*at),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-    };
+    let wakes = |out: &[Command]| wakes_of(out, Tick::SplitCheck);
     assert_eq!(wakes(&r(&mut leader, 12_300)), vec![15_000]);
     assert!(
         wakes(&r(&mut leader, 13_000)).is_empty(),
@@ -576,16 +558,7 @@ fn an_ownership_node_naming_no_broker_is_not_believed_and_is_removed_after_the_s
         },
     );
     // A lookup does not answer the ghost: the bundle is placed on a broker.
-    let out = drive(
-        &mut leader,
-        1_001,
-        Event::Request {
-            id: 1,
-            request: Request::Assign {
-                bundle: bundle.clone(),
-            },
-        },
-    );
+    let out = drive(&mut leader, 1_001, assign(1, &bundle));
     let a = answers(&out);
     assert!(a[0].1.ok, "{a:?}");
     assert_ne!(a[0].1.result["broker"], "ghost:8080");
@@ -613,16 +586,7 @@ fn an_ownership_node_naming_no_broker_is_not_believed_and_is_removed_after_the_s
 fn a_move_whose_destination_never_takes_the_bundle_gets_another_destination() {
     let (mut leader, all) = hot_owner(ShedderKind::AvgShedder);
     let bundle = all[14].clone();
-    let out = drive(
-        &mut leader,
-        1_000,
-        Event::Request {
-            id: 1,
-            request: Request::Assign {
-                bundle: bundle.clone(),
-            },
-        },
-    );
+    let out = drive(&mut leader, 1_000, assign(1, &bundle));
     let first = moves(&out)[0].1.clone();
     let limit = Settings::default().namespace_bundle_unloading_timeout_ms;
     // Within the limit nothing changes; after it, a replacement move to another broker.
@@ -759,4 +723,25 @@ fn a_placement_tells_the_destination_when_no_overlapping_range_can_be_owned() {
         })
         .expect("the move completes");
     assert!(!completed.no_overlap, "{completed:?}");
+}
+
+/// The instants of the wakes of `tick` among `commands`.
+fn wakes_of(commands: &[Command], tick: Tick) -> Vec<i64> {
+    commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::Wake { at, tick: t } if *t == tick => Some(*at),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A lookup request for `bundle`.
+fn assign(id: u64, bundle: &str) -> Event {
+    Event::Request {
+        id,
+        request: Request::Assign {
+            bundle: bundle.to_owned(),
+        },
+    }
 }
