@@ -73,6 +73,7 @@ macro_rules! conformance_tests {
             case!(ephemeral_lifecycle);
             case!(sequential_nodes);
             case!(notification_sequence);
+            case!(nested_roots);
             case!(batch_semantics);
             case!(batch_updates_after_others_wrote);
             case!(session_expiry_restores_ephemerals);

@@ -24,7 +24,7 @@
 //! * Versions start at 0 and grow by one per write.
 //! * Notifications ([`Notification`]): `Created`, `Modified`, `Deleted` for a node, and `ChildrenChanged` for
 //!   the direct parent of a created or deleted node (none for `/`). Delivery is ordered per store (on
-//!   ZooKeeper per watched root, see its module docs); events missed while disconnected are re-derived after
+//!   ZooKeeper and etcd per watched root, see their module docs); events missed while disconnected are re-derived after
 //!   reconnecting (see each backend) and may repeat.
 //! * Session events ([`SessionEvent`]) follow Pulsar's `ZKSessionTest` sequences: a short outage is
 //!   `ConnectionLost`, `Reconnected`; a long one (or an expiry) `ConnectionLost`, `SessionLost`, then

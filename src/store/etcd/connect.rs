@@ -10,7 +10,10 @@
 //! * [`Inner::call`] runs one request with failover: a request that surely did not reach a server (or any
 //!   request marked idempotent) is retried on the next endpoint within the operation timeout, each attempt
 //!   limited to [`Inner::attempt_timeout`]; one that may have been applied moves the store on and fails
-//!   with `ConnectionLost` (or `Timeout`).
+//!   with `ConnectionLost` (or `Timeout`). Every attempt of a request that may write (not idempotent) first
+//!   waits for a place in the store's throttle (`throttle.rs`), which limits the writes at the server at
+//!   once by how fast they come back; a wait that uses up the operation timeout fails with `Timeout` and
+//!   moves nothing. Reads never wait there: they add nothing etcd must apply, and a new leader reads a lot.
 //! * [`Inner::rotate`] moves to the endpoint after the failed one, once per failed connection (a failure of
 //!   an older connection moves nothing); with a single endpoint it dials it again, since a connection whose
 //!   peer vanished in a partition is noticed by HTTP/2 only after its keepalive gives up.
@@ -132,34 +135,51 @@ impl Inner {
         let mut pause = Duration::from_millis(50);
         loop {
             let conn = self.conn()?;
+            // Only requests that may write wait: they are what etcd must apply before a keep-alive.
+            let ticket = match idempotent {
+                true => None,
+                false => Some(self.throttle.acquire().await),
+            };
             let remaining = deadline.saturating_duration_since(Instant::now());
-            let reason =
-                match tokio::time::timeout(self.attempt_timeout().min(remaining), f(conn.client))
-                    .await
-                {
-                    Ok(Ok(v)) => return Ok(v),
-                    Ok(Err(e)) => match classify(e, &what, &self.address()) {
-                        Failure::Fatal(e) => return Err(e),
-                        Failure::NotSent(reason) => reason,
-                        Failure::Ambiguous(reason) if idempotent => reason,
-                        Failure::Ambiguous(reason) => {
-                            self.rotate(conn.dial).await;
-                            return Err(Error::ConnectionLost {
-                                address: self.endpoints[conn.index].clone(),
-                                operation: what,
-                                reason,
-                            });
-                        }
-                    },
-                    Err(_) if idempotent => "no answer".to_string(),
-                    Err(_) => {
+            if remaining.is_zero() {
+                // The wait for a place took the whole operation timeout: nothing was sent.
+                if let Some(t) = ticket {
+                    t.unused();
+                }
+                return Err(Error::Timeout {
+                    operation: what,
+                    after: start.elapsed(),
+                });
+            }
+            let outcome =
+                tokio::time::timeout(self.attempt_timeout().min(remaining), f(conn.client)).await;
+            if let Some(t) = ticket {
+                t.done(matches!(outcome, Ok(Ok(_))));
+            }
+            let reason = match outcome {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) => match classify(e, &what, &self.address()) {
+                    Failure::Fatal(e) => return Err(e),
+                    Failure::NotSent(reason) => reason,
+                    Failure::Ambiguous(reason) if idempotent => reason,
+                    Failure::Ambiguous(reason) => {
                         self.rotate(conn.dial).await;
-                        return Err(Error::Timeout {
+                        return Err(Error::ConnectionLost {
+                            address: self.endpoints[conn.index].clone(),
                             operation: what,
-                            after: start.elapsed(),
+                            reason,
                         });
                     }
-                };
+                },
+                Err(_) if idempotent => "no answer".to_string(),
+                Err(_) => {
+                    self.rotate(conn.dial).await;
+                    return Err(Error::Timeout {
+                        operation: what,
+                        after: start.elapsed(),
+                    });
+                }
+            };
             self.rotate(conn.dial).await;
             if Instant::now() + pause >= deadline {
                 return Err(Error::Unavailable {
@@ -292,7 +312,8 @@ impl EtcdStore {
             session: SessionState::new(true),
             ephemerals: Mutex::new(BTreeMap::new()),
             revision: AtomicI64::new(0),
-            watch_started: tokio::sync::Mutex::new(false),
+            watch_roots: tokio::sync::Mutex::default(),
+            throttle: super::throttle::Throttle::default(),
             closed: AtomicBool::new(false),
             tasks: Mutex::new(Vec::new()),
         });

@@ -23,7 +23,7 @@
 //! | ephemeral | one lease per store, TTL = the session timeout (whole seconds, ≥ 2); keep-alive every TTL/3 by a task of this store |
 //! | batch | one txn: all conditions in `If`, all writes in `Then`, reads of the conditioned keys in `Else` to name the failing op; split to ≤ 128 ops per branch, < 1 MiB, and no key written twice per txn; each part carries every guard |
 //! | guard | `create_revision == guard.creation_revision` and `version == guard.version + 1` |
-//! | notifications | one watch over every key under `/`, started with the first subscription and resumed from the last seen revision after any failure; `version == 1` puts are `Created` |
+//! | notifications | one etcd watch per watched root (a subscribed prefix no earlier root covers, as on ZooKeeper), all on one watch stream, each resumed from its last seen revision after any failure; `version == 1` puts are `Created` |
 //!
 //! On etcd a batch's conditions are all evaluated against the state before the batch (ZooKeeper's multi
 //! sees earlier ops of the same multi), and a batch that deletes a node and its children fails `NotEmpty`.
@@ -55,6 +55,9 @@
 //! * A watch must have a start revision or its first events can be lost (the server registers it
 //!   asynchronously): the store always passes one.
 //! * etcd rejects a txn that writes one key twice, has more than 128 ops per branch, or exceeds 1.5 MiB.
+//! * etcd fails a keep-alive that has waited a second for the applied index, so a server sent requests faster
+//!   than it applies them lets every session's lease lapse: each store limits its own writes at the server
+//!   by how fast they come back (`throttle.rs`), and watches only the prefixes it subscribed to (`watch.rs`).
 //! * `ignore_lease` on a missing key fails the whole txn ("key not found"): unconditional puts in a batch
 //!   are first sent that way (the common update case costs one round trip) and re-planned with existence
 //!   compares if the txn is refused.
@@ -67,7 +70,8 @@
 //! | `session.rs` | the lease and its keep-alive loop (on `store::session`), re-establishment |
 //! | `kv.rs` | reads, single writes and batches |
 //! | `txn.rs` | txn planning: splitting, compares/writes/reads per op, diagnosis of a failed txn |
-//! | `watch.rs` | the watch over every key and its resumption |
+//! | `watch.rs` | the watches of the subscribed roots and their resumption |
+//! | `throttle.rs` | back-pressure: the requests at the server at once, adapted to their latency |
 //! | `errors.rs` | client errors → retry classes and [`Error`](crate::store::Error) |
 //! | `raw_bench.rs` | the raw client for `loadmgr bench store` |
 
@@ -76,6 +80,7 @@ mod errors;
 mod kv;
 pub mod raw_bench;
 mod session;
+mod throttle;
 mod txn;
 mod watch;
 
@@ -121,7 +126,10 @@ struct Inner {
     ephemerals: Mutex<BTreeMap<String, Vec<u8>>>,
     /// Highest revision seen in any response.
     revision: AtomicI64,
-    watch_started: tokio::sync::Mutex<bool>,
+    /// The watched roots (see `watch.rs`).
+    watch_roots: tokio::sync::Mutex<watch::WatchRoots>,
+    /// The requests at the server at once (see `throttle.rs`).
+    throttle: throttle::Throttle,
     closed: AtomicBool,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -221,7 +229,7 @@ impl MetadataStore for EtcdStore {
         validate_path(prefix)?;
         self.inner.conn()?;
         let stream = subscribe(&self.inner.notifications, prefix)?;
-        self.inner.ensure_watch().await?;
+        self.inner.ensure_watch(prefix).await?;
         Ok(stream)
     }
 

@@ -1,16 +1,24 @@
-//! Notifications on etcd: one watch over every key under `/`, started with the first subscription and
-//! resumed from the last seen revision after any failure.
+//! Notifications on etcd: one etcd watch per watched root, all on one watch stream, started with the first
+//! subscription and resumed from each root's last seen revision after any failure.
 //!
 //! # Contract
 //!
-//! * The watch always has a start revision (the server registers a watch asynchronously, so without one its
-//!   first events could be lost): the revision after the one current when it is started, then the one after
-//!   the last event delivered.
+//! * A root is the prefix of a subscription that no earlier root covers (a root that covers earlier ones is
+//!   added beside them), kept in install order for the store's lifetime, as on ZooKeeper. The server sends
+//!   the store only the changes under its roots: a broker that subscribes to its own inbox is not sent every
+//!   other broker's (one watch over `/` per store sent each change to every broker: 32 million events for
+//!   122,000 changes at 100 brokers × 65,000 bundles, and etcd's apply loop fell behind its keep-alives).
+//! * Each root's etcd watch covers the keys that start with the root, with the root's install index + 1 as its
+//!   watch id. A key is delivered from the watch of the oldest root covering it only ([`owner`]), so a later
+//!   root covering an earlier one neither repeats nor misses the earlier one's events.
+//! * Every watch has a start revision (the server registers a watch asynchronously, so without one its first
+//!   events could be lost): the revision after the one current when its root was added, then the one after
+//!   the last event it delivered.
 //! * A put of a key at version 1 is `Created`, any other put `Modified`, a delete `Deleted`; creations and
 //!   deletions also give their parent's `ChildrenChanged` (see [`crate::store::fanout::node_change`]). Keys
 //!   that are not valid node paths are skipped.
-//! * A broken stream moves the store to the next endpoint and resumes; a watch cancelled by a compaction
-//!   resumes from the compaction revision (the changes in between are lost, and logged).
+//! * A broken stream moves the store to the next endpoint and resumes every root; a watch cancelled by a
+//!   compaction resumes from the compaction revision (the changes in between are lost, and logged).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -18,8 +26,10 @@ use std::time::Duration;
 
 use etcd_client as etcd;
 use etcd_client::GetOptions;
+use tokio::sync::mpsc;
 
 use super::Inner;
+use crate::store::path::is_under;
 use crate::store::{validate_path, NotificationType, Result};
 
 /// The notification kind of a put that left its key at etcd `version`.
@@ -31,47 +41,106 @@ pub(super) fn put_kind(version: i64) -> NotificationType {
     }
 }
 
+/// The roots a store watches, in install order, and the way to hand a new one to its watch task.
+#[derive(Debug, Default)]
+pub(super) struct WatchRoots {
+    roots: Vec<String>,
+    added: Option<mpsc::UnboundedSender<Root>>,
+}
+
+/// One watched root as the watch task keeps it.
+#[derive(Debug)]
+struct Root {
+    path: String,
+    /// The revision its watch starts from when (re)opened.
+    next: i64,
+}
+
+/// The root (by install index) whose watch delivers the events of `path`: the oldest root covering it.
+fn owner(roots: &[Root], path: &str) -> Option<usize> {
+    roots.iter().position(|r| is_under(path, &r.path))
+}
+
+/// The options of root `index`'s etcd watch: every key starting with the root, from its next revision.
+fn watch_options(root: &Root, index: usize) -> etcd::WatchOptions {
+    etcd::WatchOptions::new()
+        .with_prefix()
+        .with_start_revision(root.next)
+        .with_watch_id(index as i64 + 1)
+}
+
 impl Inner {
-    /// Starts the watch over every key (once).
-    pub(super) async fn ensure_watch(self: &Arc<Self>) -> Result<()> {
-        let mut started = self.watch_started.lock().await;
-        if *started {
+    /// Watches `prefix` unless a watched root covers it.
+    pub(super) async fn ensure_watch(self: &Arc<Self>, prefix: &str) -> Result<()> {
+        let mut watches = self.watch_roots.lock().await;
+        if watches.roots.iter().any(|r| is_under(prefix, r)) {
             return Ok(());
         }
         // The current revision: events after it are delivered.
+        let key = prefix.to_owned();
         let resp = self
-            .call("watch", "/", true, |mut c| async move {
-                c.get("/", Some(GetOptions::new().with_count_only())).await
+            .call("watch", prefix, true, |mut c| {
+                let key = key.clone();
+                async move { c.get(key, Some(GetOptions::new().with_count_only())).await }
             })
             .await?;
         self.seen(resp.header());
-        let from = resp.header().map(|h| h.revision()).unwrap_or(0) + 1;
-        let task = tokio::spawn(watch_loop(Arc::downgrade(self), from));
-        self.tasks.lock().unwrap().push(task);
-        *started = true;
+        let root = Root {
+            path: prefix.to_owned(),
+            next: resp.header().map(|h| h.revision()).unwrap_or(0) + 1,
+        };
+        let root = match &watches.added {
+            Some(added) => match added.send(root) {
+                Ok(()) => None,
+                Err(mpsc::error::SendError(root)) => Some(root),
+            },
+            None => Some(root),
+        };
+        if let Some(root) = root {
+            // The first root (or the task is gone with the store): start the task with it.
+            let (added, receiver) = mpsc::unbounded_channel();
+            let _ = added.send(root);
+            let task = tokio::spawn(watch_loop(Arc::downgrade(self), receiver));
+            self.tasks.lock().unwrap().push(task);
+            watches.added = Some(added);
+        }
+        watches.roots.push(prefix.to_owned());
         Ok(())
     }
 }
 
-/// Delivers every change under `/` as notifications, resuming from the last seen revision.
-async fn watch_loop(weak: Weak<Inner>, mut next: i64) {
+/// Delivers the changes under every root as notifications, resuming each root from its last seen revision.
+async fn watch_loop(weak: Weak<Inner>, mut added: mpsc::UnboundedReceiver<Root>) {
+    let mut roots: Vec<Root> = Vec::new();
     let mut pause = Duration::from_millis(100);
     loop {
+        while let Ok(root) = added.try_recv() {
+            roots.push(root);
+        }
+        if roots.is_empty() {
+            match added.recv().await {
+                Some(root) => roots.push(root),
+                None => return,
+            }
+        }
         let Some(inner) = weak.upgrade() else { return };
         let Ok(conn) = inner.conn() else { return };
         let mut client = conn.client.clone();
         drop(inner);
-        let opened = client
-            .watch(
-                "/",
-                Some(
-                    etcd::WatchOptions::new()
-                        .with_prefix()
-                        .with_start_revision(next),
-                ),
-            )
-            .await;
-        let mut stream = match opened {
+        let opened = async {
+            let first = &roots[0];
+            let mut stream = client
+                .watch(first.path.as_str(), Some(watch_options(first, 0)))
+                .await?;
+            for (i, root) in roots.iter().enumerate().skip(1) {
+                stream
+                    .watch(root.path.as_str(), Some(watch_options(root, i)))
+                    .await?;
+            }
+            Ok::<_, etcd::Error>(stream.split())
+        }
+        .await;
+        let (mut requests, mut responses) = match opened {
             Ok(s) => s,
             Err(e) => {
                 let Some(inner) = weak.upgrade() else { return };
@@ -84,7 +153,25 @@ async fn watch_loop(weak: Weak<Inner>, mut next: i64) {
             }
         };
         loop {
-            let message = stream.message().await;
+            let message = tokio::select! {
+                root = added.recv() => {
+                    let Some(root) = root else { return };
+                    let index = roots.len();
+                    let sent = requests
+                        .watch(root.path.as_str(), Some(watch_options(&root, index)))
+                        .await;
+                    roots.push(root);
+                    if sent.is_err() {
+                        tracing::warn!("etcd watch stream broke while a root was added; resuming");
+                        if let Some(inner) = weak.upgrade() {
+                            inner.rotate(conn.dial).await;
+                        }
+                        break;
+                    }
+                    continue;
+                }
+                message = responses.message() => message,
+            };
             let Some(inner) = weak.upgrade() else { return };
             if inner.closed.load(Ordering::SeqCst) {
                 return;
@@ -92,24 +179,34 @@ async fn watch_loop(weak: Weak<Inner>, mut next: i64) {
             match message {
                 Ok(Some(resp)) => {
                     pause = Duration::from_millis(100);
+                    let index = usize::try_from(resp.watch_id() - 1).ok();
                     if resp.canceled() {
-                        if resp.compact_revision() > 0 {
+                        let root = index.and_then(|i| roots.get_mut(i));
+                        if let (Some(root), true) = (root, resp.compact_revision() > 0) {
                             tracing::warn!(
-                                "etcd watch resumed after compaction: changes between revisions {next} and {} are lost",
+                                "etcd watch of {} resumed after compaction: changes between revisions {} and {} are lost",
+                                root.path,
+                                root.next,
                                 resp.compact_revision()
                             );
-                            next = resp.compact_revision();
+                            root.next = resp.compact_revision();
                         }
                         break;
                     }
                     inner.seen(resp.header());
+                    let Some(index) = index.filter(|i| *i < roots.len()) else {
+                        continue;
+                    };
                     for event in resp.events() {
                         let Some(kv) = event.kv() else { continue };
-                        next = next.max(kv.mod_revision() + 1);
+                        roots[index].next = roots[index].next.max(kv.mod_revision() + 1);
                         let Ok(path) = std::str::from_utf8(kv.key()) else {
                             continue;
                         };
-                        if validate_path(path).is_err() || path == "/" {
+                        if validate_path(path).is_err()
+                            || path == "/"
+                            || owner(&roots, path) != Some(index)
+                        {
                             continue;
                         }
                         let kind = match event.event_type() {
@@ -120,7 +217,7 @@ async fn watch_loop(weak: Weak<Inner>, mut next: i64) {
                     }
                 }
                 Ok(None) | Err(_) => {
-                    tracing::warn!("etcd watch stream broke; resuming from revision {next}");
+                    tracing::warn!("etcd watch stream broke; resuming every root");
                     inner.rotate(conn.dial).await;
                     break;
                 }
@@ -139,5 +236,27 @@ mod tests {
         assert_eq!(put_kind(1), NotificationType::Created);
         assert_eq!(put_kind(2), NotificationType::Modified);
         assert_eq!(put_kind(17), NotificationType::Modified);
+    }
+
+    fn roots(paths: &[&str]) -> Vec<Root> {
+        paths
+            .iter()
+            .map(|p| Root {
+                path: (*p).to_owned(),
+                next: 1,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_key_comes_from_the_oldest_root_covering_it() {
+        let r = roots(&["/loadmgr/inbox/b1", "/loadmgr", "/loadmgr/inbox/b10"]);
+        assert_eq!(owner(&r, "/loadmgr/inbox/b1/x"), Some(0));
+        assert_eq!(owner(&r, "/loadmgr/inbox/b1"), Some(0));
+        // A sibling whose name extends a root's is not under it (etcd's prefix watch still sends it).
+        assert_eq!(owner(&r, "/loadmgr/inbox/b10/x"), Some(1));
+        assert_eq!(owner(&r, "/loadmgr/requests/r-1"), Some(1));
+        assert_eq!(owner(&r, "/loadbalance/brokers/b1"), None);
+        assert_eq!(owner(&roots(&["/"]), "/anything/at/all"), Some(0));
     }
 }

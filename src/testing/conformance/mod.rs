@@ -40,7 +40,7 @@ pub use nodes::{
     paths_and_missing_nodes, put_version_semantics, sequential_nodes, stat_fields,
     typed_json_round_trip,
 };
-pub use notifications::notification_sequence;
+pub use notifications::{nested_roots, notification_sequence};
 pub use sessions::{closed_store, ephemeral_lifecycle, session_expiry_restores_ephemerals};
 
 /// How long a test waits for an expected notification or session event.

@@ -73,3 +73,54 @@ pub async fn notification_sequence(sessions: &dyn Sessions, root: &str) {
     writer.close().await.unwrap();
     watcher.close().await.unwrap();
 }
+
+/// A prefix watched after a narrower one that it covers (a backend may watch them as separate roots): every
+/// change reaches each subscriber whose prefix covers it exactly once, and a sibling whose name extends a
+/// watched prefix (`…/bc` beside `…/b`) is not under it.
+pub async fn nested_roots(sessions: &dyn Sessions, root: &str) {
+    let writer = sessions.open().await;
+    let watcher = sessions.open().await;
+    prepare_root(&*writer, root).await;
+    let a = format!("{root}/a");
+    let b = format!("{a}/b");
+    let bc = format!("{a}/bc");
+    let x = format!("{b}/x");
+    for p in [&a, &b] {
+        writer
+            .put(p, b"", None, CreateOptions::PERSISTENT)
+            .await
+            .unwrap();
+    }
+    let mut narrow = watcher.watch(&b).await.unwrap();
+    let mut wide = watcher.watch(&a).await.unwrap();
+    for (path, value) in [(&x, b"1"), (&bc, b"1"), (&x, b"2")] {
+        writer
+            .put(path, value, None, CreateOptions::PERSISTENT)
+            .await
+            .unwrap();
+    }
+    let under_b = [
+        n(NotificationType::Created, &x),
+        n(NotificationType::ChildrenChanged, &b),
+        n(NotificationType::Modified, &x),
+    ];
+    let everything = [
+        n(NotificationType::Created, &x),
+        n(NotificationType::ChildrenChanged, &b),
+        n(NotificationType::Created, &bc),
+        n(NotificationType::ChildrenChanged, &a),
+        n(NotificationType::Modified, &x),
+    ];
+    expect_notifications(&mut narrow, &under_b, true).await;
+    expect_notifications(&mut wide, &everything, true).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        narrow.try_next(),
+        None,
+        "a change came twice or from outside the prefix"
+    );
+    assert_eq!(wide.try_next(), None, "a change came twice");
+    cleanup(&*writer, root).await;
+    writer.close().await.unwrap();
+    watcher.close().await.unwrap();
+}
