@@ -20,10 +20,11 @@
 //! * it believed it held the node but the node is gone or not its own → stop serving.
 //!
 //! When the store reports `SessionLost`, every bundle stops being served at once (the session's ephemerals may
-//! be gone, and another broker may take them); after `Reconnected`/`SessionReestablished` every bundle is
-//! evaluated again (the store re-creates this session's ephemerals where nobody else took them).
+//! be gone, and another broker may take them); after `SessionReestablished` every bundle is evaluated again
+//! (the store re-creates this session's ephemerals where nobody else took them). A `Reconnected` in the same
+//! session needs nothing: no bundle stopped, and the store re-derives the notifications the outage hid.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -458,12 +459,68 @@ impl AgentShared {
     }
 }
 
+/// The most evaluations one agent runs at once; see [`EvaluationLimit`].
+const MAX_EVALUATIONS: usize = 32;
+/// Evaluations an agent runs at once when it starts.
+const FIRST_EVALUATIONS: f64 = 4.0;
+/// An evaluation slower than this (it takes about four store round trips) halves the agent's limit.
+const SLOW_EVALUATION: Duration = Duration::from_secs(1);
+
+/// How many evaluations one agent runs at once: one more for every `limit` evaluations faster than
+/// [`SLOW_EVALUATION`], up to [`MAX_EVALUATIONS`]; halved (at most once per [`SLOW_EVALUATION`], down to one)
+/// when one is slower or fails. The others wait in order.
+///
+/// A broker starting with a full inbox (a whole cluster restarted) used to evaluate every bundle at once: at
+/// 100 brokers × 65,000 bundles, 65,000 evaluations of about four store requests each, sent together. etcd
+/// fell so far behind that it answered no keep-alive for 9 s, and 170 sessions were lost. A fixed 32 per broker
+/// fixed that, but at 1,000 brokers it still let 32,000 evaluations go at once, and 147 sessions were lost. A
+/// slow evaluation means the store is behind, whoever made it so: each broker backing off on its own keeps the
+/// store's queue short for all (the cold start's lookups, 2,000 in flight, never lost a session).
+#[derive(Debug)]
+struct EvaluationLimit {
+    limit: f64,
+    last_cut: Option<Instant>,
+}
+
+impl EvaluationLimit {
+    fn new() -> Self {
+        EvaluationLimit {
+            limit: FIRST_EVALUATIONS,
+            last_cut: None,
+        }
+    }
+
+    /// Evaluations allowed at once now.
+    fn allowed(&self) -> usize {
+        self.limit as usize
+    }
+
+    /// An evaluation ended after `elapsed` (`ok`: without a store error).
+    fn ended(&mut self, elapsed: Duration, ok: bool, now: Instant) {
+        if !ok || elapsed > SLOW_EVALUATION {
+            if self
+                .last_cut
+                .map_or(true, |t| now.duration_since(t) >= SLOW_EVALUATION)
+            {
+                self.limit = (self.limit / 2.0).max(1.0);
+                self.last_cut = Some(now);
+            }
+        } else {
+            self.limit = (self.limit + 1.0 / self.limit).min(MAX_EVALUATIONS as f64);
+        }
+    }
+}
+
 /// The ownership task of one agent.
 pub(crate) struct OwnershipTask {
     sh: Arc<AgentShared>,
     /// Bundle → whether it must be evaluated again once the running evaluation ends.
     running: HashMap<String, bool>,
-    tasks: JoinSet<(String, Result<Outcome, Error>)>,
+    /// Bundles waiting for an evaluation slot ([`EvaluationLimit`]), in order, each once.
+    queue: VecDeque<String>,
+    queued: HashSet<String>,
+    limit: EvaluationLimit,
+    tasks: JoinSet<(String, Result<Outcome, Error>, Duration)>,
     waiting: BTreeSet<String>,
     retry: BTreeMap<String, Instant>,
 }
@@ -473,22 +530,35 @@ impl OwnershipTask {
         Self {
             sh,
             running: HashMap::new(),
+            queue: VecDeque::new(),
+            queued: HashSet::new(),
+            limit: EvaluationLimit::new(),
             tasks: JoinSet::new(),
             waiting: BTreeSet::new(),
             retry: BTreeMap::new(),
         }
     }
 
+    /// Evaluates `bundle` now, or once a slot frees ([`EvaluationLimit`]); a bundle being evaluated is
+    /// evaluated again after it.
     fn schedule(&mut self, bundle: String) {
         if let Some(again) = self.running.get_mut(&bundle) {
             *again = true;
             return;
         }
+        if self.running.len() >= self.limit.allowed() {
+            if self.queued.insert(bundle.clone()) {
+                self.queue.push_back(bundle);
+            }
+            return;
+        }
+        self.queued.remove(&bundle);
         self.running.insert(bundle.clone(), false);
         let sh = self.sh.clone();
         self.tasks.spawn(async move {
+            let started = Instant::now();
             let r = sh.evaluate(&bundle).await;
-            (bundle, r)
+            (bundle, r, started.elapsed())
         });
     }
 
@@ -550,20 +620,27 @@ impl OwnershipTask {
                 e = events.next() => match e {
                     None => return,
                     Some(SessionEvent::SessionLost) => self.sh.fence().await,
-                    Some(SessionEvent::Reconnected | SessionEvent::SessionReestablished) => {
+                    // A new session (always announced after `SessionLost`, right behind a `Reconnected`): every
+                    // bundle is looked at again.
+                    Some(SessionEvent::SessionReestablished) => {
                         self.sh.fenced.store(false, std::sync::atomic::Ordering::SeqCst);
                         self.full_scan().await;
                     }
-                    Some(SessionEvent::ConnectionLost) => {}
+                    // The same session back: nothing was fenced, and the store re-derives the notifications a
+                    // disconnection hid, so there is nothing to look at again. A full scan here made every broker
+                    // re-read its whole inbox and every bundle in it at each keep-alive that went unanswered: on
+                    // an overloaded etcd, more load at the moment it can least take it.
+                    Some(SessionEvent::Reconnected | SessionEvent::ConnectionLost) => {}
                 },
                 Some(done) = self.tasks.join_next() => {
-                    let (bundle, result) = match done {
+                    let (bundle, result, took) = match done {
                         Ok(r) => r,
                         Err(e) => {
                             tracing::error!("an ownership evaluation panicked: {e}");
                             continue;
                         }
                     };
+                    self.limit.ended(took, result.is_ok(), Instant::now());
                     let again = self.running.remove(&bundle).unwrap_or(false);
                     self.waiting.remove(&bundle);
                     self.retry.remove(&bundle);
@@ -582,6 +659,12 @@ impl OwnershipTask {
                     }
                     if again {
                         self.schedule(bundle);
+                    }
+                    while self.running.len() < self.limit.allowed() {
+                        let Some(next) = self.queue.pop_front() else { break };
+                        if self.queued.contains(&next) {
+                            self.schedule(next);
+                        }
                     }
                 }
                 _ = tick.tick() => {
@@ -636,5 +719,38 @@ impl OwnershipTask {
                 .stop_serving(&b, "the broker is shutting down")
                 .await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_evaluation_limit_grows_by_one_per_round_and_halves_on_a_slow_one() {
+        let mut l = EvaluationLimit::new();
+        let now = Instant::now();
+        let fast = Duration::from_millis(20);
+        assert_eq!(l.allowed(), 4);
+        for _ in 0..4 {
+            l.ended(fast, true, now);
+        }
+        assert_eq!(l.allowed(), 4, "not a whole round yet");
+        l.ended(fast, true, now);
+        assert_eq!(l.allowed(), 5);
+        l.ended(SLOW_EVALUATION * 2, true, now);
+        assert_eq!(l.allowed(), 2);
+        // The rest of the same burst does not cut again.
+        l.ended(SLOW_EVALUATION * 2, true, now + SLOW_EVALUATION / 2);
+        assert_eq!(l.allowed(), 2);
+        // A store error counts as slow.
+        l.ended(fast, false, now + SLOW_EVALUATION);
+        assert_eq!(l.allowed(), 1);
+        l.ended(fast, false, now + SLOW_EVALUATION * 2);
+        assert_eq!(l.allowed(), 1, "never below one");
+        for _ in 0..10_000 {
+            l.ended(fast, true, now);
+        }
+        assert_eq!(l.allowed(), MAX_EVALUATIONS);
     }
 }
