@@ -459,68 +459,27 @@ impl AgentShared {
     }
 }
 
-/// The most evaluations one agent runs at once; see [`EvaluationLimit`].
-const MAX_EVALUATIONS: usize = 32;
-/// Evaluations an agent runs at once when it starts.
-const FIRST_EVALUATIONS: f64 = 4.0;
-/// An evaluation slower than this (it takes about four store round trips) halves the agent's limit.
-const SLOW_EVALUATION: Duration = Duration::from_secs(1);
-
-/// How many evaluations one agent runs at once: one more for every `limit` evaluations faster than
-/// [`SLOW_EVALUATION`], up to [`MAX_EVALUATIONS`]; halved (at most once per [`SLOW_EVALUATION`], down to one)
-/// when one is slower or fails. The others wait in order.
+/// Evaluations of one agent in flight at once; the others wait in order.
 ///
 /// A broker starting with a full inbox (a whole cluster restarted) used to evaluate every bundle at once: at
 /// 100 brokers × 65,000 bundles, 65,000 evaluations of about four store requests each, sent together. etcd
-/// fell so far behind that it answered no keep-alive for 9 s, and 170 sessions were lost. A fixed 32 per broker
-/// fixed that, but at 1,000 brokers it still let 32,000 evaluations go at once, and 147 sessions were lost. A
-/// slow evaluation means the store is behind, whoever made it so: each broker backing off on its own keeps the
-/// store's queue short for all (the cold start's lookups, 2,000 in flight, never lost a session).
-#[derive(Debug)]
-struct EvaluationLimit {
-    limit: f64,
-    last_cut: Option<Instant>,
-}
-
-impl EvaluationLimit {
-    fn new() -> Self {
-        EvaluationLimit {
-            limit: FIRST_EVALUATIONS,
-            last_cut: None,
-        }
-    }
-
-    /// Evaluations allowed at once now.
-    fn allowed(&self) -> usize {
-        self.limit as usize
-    }
-
-    /// An evaluation ended after `elapsed` (`ok`: without a store error).
-    fn ended(&mut self, elapsed: Duration, ok: bool, now: Instant) {
-        if !ok || elapsed > SLOW_EVALUATION {
-            if self
-                .last_cut
-                .map_or(true, |t| now.duration_since(t) >= SLOW_EVALUATION)
-            {
-                self.limit = (self.limit / 2.0).max(1.0);
-                self.last_cut = Some(now);
-            }
-        } else {
-            self.limit = (self.limit + 1.0 / self.limit).min(MAX_EVALUATIONS as f64);
-        }
-    }
-}
+/// fell so far behind that it answered no keep-alive for 9 s, and 170 sessions were lost. 32 per broker is
+/// about what the cold start's 2,000 lookups in flight give at 100 brokers. The limit is fixed, not adapted to
+/// the evaluations' latency: an evaluation includes the host's load of the bundle, so a slow host would have
+/// looked like a slow store (adapting it, starting from 4, delayed moves by a shedding interval in
+/// `tests/consistency.rs`). Back-pressure on the store itself is the store's (`store::etcd` limits each
+/// session's writes by their latency).
+const MAX_EVALUATIONS: usize = 32;
 
 /// The ownership task of one agent.
 pub(crate) struct OwnershipTask {
     sh: Arc<AgentShared>,
     /// Bundle → whether it must be evaluated again once the running evaluation ends.
     running: HashMap<String, bool>,
-    /// Bundles waiting for an evaluation slot ([`EvaluationLimit`]), in order, each once.
+    /// Bundles waiting for an evaluation slot ([`MAX_EVALUATIONS`]), in order, each once.
     queue: VecDeque<String>,
     queued: HashSet<String>,
-    limit: EvaluationLimit,
-    tasks: JoinSet<(String, Result<Outcome, Error>, Duration)>,
+    tasks: JoinSet<(String, Result<Outcome, Error>)>,
     waiting: BTreeSet<String>,
     retry: BTreeMap<String, Instant>,
 }
@@ -532,21 +491,20 @@ impl OwnershipTask {
             running: HashMap::new(),
             queue: VecDeque::new(),
             queued: HashSet::new(),
-            limit: EvaluationLimit::new(),
             tasks: JoinSet::new(),
             waiting: BTreeSet::new(),
             retry: BTreeMap::new(),
         }
     }
 
-    /// Evaluates `bundle` now, or once a slot frees ([`EvaluationLimit`]); a bundle being evaluated is
+    /// Evaluates `bundle` now, or once a slot frees ([`MAX_EVALUATIONS`]); a bundle being evaluated is
     /// evaluated again after it.
     fn schedule(&mut self, bundle: String) {
         if let Some(again) = self.running.get_mut(&bundle) {
             *again = true;
             return;
         }
-        if self.running.len() >= self.limit.allowed() {
+        if self.running.len() >= MAX_EVALUATIONS {
             if self.queued.insert(bundle.clone()) {
                 self.queue.push_back(bundle);
             }
@@ -556,9 +514,8 @@ impl OwnershipTask {
         self.running.insert(bundle.clone(), false);
         let sh = self.sh.clone();
         self.tasks.spawn(async move {
-            let started = Instant::now();
             let r = sh.evaluate(&bundle).await;
-            (bundle, r, started.elapsed())
+            (bundle, r)
         });
     }
 
@@ -633,14 +590,13 @@ impl OwnershipTask {
                     Some(SessionEvent::Reconnected | SessionEvent::ConnectionLost) => {}
                 },
                 Some(done) = self.tasks.join_next() => {
-                    let (bundle, result, took) = match done {
+                    let (bundle, result) = match done {
                         Ok(r) => r,
                         Err(e) => {
                             tracing::error!("an ownership evaluation panicked: {e}");
                             continue;
                         }
                     };
-                    self.limit.ended(took, result.is_ok(), Instant::now());
                     let again = self.running.remove(&bundle).unwrap_or(false);
                     self.waiting.remove(&bundle);
                     self.retry.remove(&bundle);
@@ -660,7 +616,7 @@ impl OwnershipTask {
                     if again {
                         self.schedule(bundle);
                     }
-                    while self.running.len() < self.limit.allowed() {
+                    while self.running.len() < MAX_EVALUATIONS {
                         let Some(next) = self.queue.pop_front() else { break };
                         if self.queued.contains(&next) {
                             self.schedule(next);
@@ -719,38 +675,5 @@ impl OwnershipTask {
                 .stop_serving(&b, "the broker is shutting down")
                 .await;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_evaluation_limit_grows_by_one_per_round_and_halves_on_a_slow_one() {
-        let mut l = EvaluationLimit::new();
-        let now = Instant::now();
-        let fast = Duration::from_millis(20);
-        assert_eq!(l.allowed(), 4);
-        for _ in 0..4 {
-            l.ended(fast, true, now);
-        }
-        assert_eq!(l.allowed(), 4, "not a whole round yet");
-        l.ended(fast, true, now);
-        assert_eq!(l.allowed(), 5);
-        l.ended(SLOW_EVALUATION * 2, true, now);
-        assert_eq!(l.allowed(), 2);
-        // The rest of the same burst does not cut again.
-        l.ended(SLOW_EVALUATION * 2, true, now + SLOW_EVALUATION / 2);
-        assert_eq!(l.allowed(), 2);
-        // A store error counts as slow.
-        l.ended(fast, false, now + SLOW_EVALUATION);
-        assert_eq!(l.allowed(), 1);
-        l.ended(fast, false, now + SLOW_EVALUATION * 2);
-        assert_eq!(l.allowed(), 1, "never below one");
-        for _ in 0..10_000 {
-            l.ended(fast, true, now);
-        }
-        assert_eq!(l.allowed(), MAX_EVALUATIONS);
     }
 }
