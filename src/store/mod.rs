@@ -24,8 +24,8 @@
 //! * Versions start at 0 and grow by one per write.
 //! * Notifications ([`Notification`]): `Created`, `Modified`, `Deleted` for a node, and `ChildrenChanged` for
 //!   the direct parent of a created or deleted node (none for `/`). Delivery is ordered per store (on
-//!   ZooKeeper and etcd per watched root, see their module docs); events missed while disconnected are re-derived after
-//!   reconnecting (see each backend) and may repeat.
+//!   ZooKeeper and etcd per watched root, see their module docs); events missed while disconnected are
+//!   re-derived after reconnecting (see each backend) and may repeat.
 //! * Session events ([`SessionEvent`]) follow Pulsar's `ZKSessionTest` sequences: a short outage is
 //!   `ConnectionLost`, `Reconnected`; a long one (or an expiry) `ConnectionLost`, `SessionLost`, then
 //!   `Reconnected`, `SessionReestablished`. After `SessionReestablished` every ephemeral node this store
@@ -585,9 +585,9 @@ pub trait MetadataStore: Send + Sync + fmt::Debug {
 
     /// [`MetadataStore::get`] of each of `paths`, in order. One round trip per call where the backend can read
     /// many nodes in one request (ZooKeeper's `multiRead`, 3.6 and later, where an older server gets one `get`
-    /// per path; etcd's read-only txn, 100 keys each); otherwise every `get` is in flight at once. Each read is of the node as it is when the server
-    /// reaches it; the call is not a snapshot. Callers keep a call to a few hundred paths (a ZooKeeper answer
-    /// must stay under `jute.maxbuffer`, 1 MiB by default).
+    /// per path; etcd's read-only txn, 100 keys each); otherwise every `get` is in flight at once. Each read is
+    /// of the node as it is when the server reaches it; the call is not a snapshot. Callers keep a call to a
+    /// few hundred paths (a ZooKeeper answer must stay under `jute.maxbuffer`, 1 MiB by default).
     async fn get_many(&self, paths: &[String]) -> Result<Vec<Option<GetResult>>> {
         futures::future::try_join_all(paths.iter().map(|p| self.get(p))).await
     }

@@ -136,9 +136,10 @@ impl Inner {
         loop {
             let conn = self.conn()?;
             // Only requests that may write wait: they are what etcd must apply before a keep-alive.
-            let ticket = match idempotent {
-                true => None,
-                false => Some(self.throttle.acquire().await),
+            let ticket = if idempotent {
+                None
+            } else {
+                Some(self.throttle.acquire().await)
             };
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {

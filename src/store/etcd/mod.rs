@@ -71,7 +71,7 @@
 //! | `kv.rs` | reads, single writes and batches |
 //! | `txn.rs` | txn planning: splitting, compares/writes/reads per op, diagnosis of a failed txn |
 //! | `watch.rs` | the watches of the subscribed roots and their resumption |
-//! | `throttle.rs` | back-pressure: the requests at the server at once, adapted to their latency |
+//! | `throttle.rs` | back-pressure: the writes at the server at once, adapted to their latency |
 //! | `errors.rs` | client errors → retry classes and [`Error`](crate::store::Error) |
 //! | `raw_bench.rs` | the raw client for `loadmgr bench store` |
 
@@ -128,7 +128,7 @@ struct Inner {
     revision: AtomicI64,
     /// The watched roots (see `watch.rs`).
     watch_roots: tokio::sync::Mutex<watch::WatchRoots>,
-    /// The requests at the server at once (see `throttle.rs`).
+    /// The writes at the server at once (see `throttle.rs`).
     throttle: throttle::Throttle,
     closed: AtomicBool,
     tasks: Mutex<Vec<JoinHandle<()>>>,

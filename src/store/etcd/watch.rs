@@ -89,21 +89,15 @@ impl Inner {
             path: prefix.to_owned(),
             next: resp.header().map(|h| h.revision()).unwrap_or(0) + 1,
         };
-        let root = match &watches.added {
-            Some(added) => match added.send(root) {
-                Ok(()) => None,
-                Err(mpsc::error::SendError(root)) => Some(root),
-            },
-            None => Some(root),
-        };
-        if let Some(root) = root {
-            // The first root (or the task is gone with the store): start the task with it.
+        let added = watches.added.get_or_insert_with(|| {
+            // The first root: start the task. It ends only with the store, so a failed send below means the
+            // store is closed.
             let (added, receiver) = mpsc::unbounded_channel();
-            let _ = added.send(root);
             let task = tokio::spawn(watch_loop(Arc::downgrade(self), receiver));
             self.tasks.lock().unwrap().push(task);
-            watches.added = Some(added);
-        }
+            added
+        });
+        let _ = added.send(root);
         watches.roots.push(prefix.to_owned());
         Ok(())
     }
