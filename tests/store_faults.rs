@@ -193,6 +193,16 @@ async fn zk_changes_missed_under_a_large_prefix_scanned_in_the_background_are_re
             .await
             .unwrap();
     }
+    // The member A uses may not have applied the writer's writes yet, and would then report those nodes
+    // live as created: the watch starts once A sees the last of them.
+    let start = Instant::now();
+    while !a.exists("/m/mod").await.unwrap() {
+        assert!(
+            start.elapsed() < WAIT,
+            "A's member never applied the writes"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let mut watch = a.watch("/m").await.unwrap();
     // However long the background scan takes here, it is long done after this (a few hundred ms for 12,000
     // nodes at 8 requests in flight on loopback).
