@@ -69,6 +69,7 @@ macro_rules! conformance_tests {
             case!(children_listing);
             case!(large_listings);
             case!(many_reads);
+            case!(leaves_of_a_subtree);
             case!(stat_fields);
             case!(ephemeral_lifecycle);
             case!(sequential_nodes);

@@ -15,7 +15,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use tokio::time::Instant;
 
 use crate::store::{
-    DynStore, MetadataStore, NotificationStream, Op, OpResult, Result, SessionEventStream,
+    DynStore, IsLeaf, MetadataStore, NotificationStream, Op, OpResult, Result, SessionEventStream,
     SessionValidity, Stat,
 };
 
@@ -275,6 +275,17 @@ impl MetadataStore for MeteredStore {
         let t = Instant::now();
         let r = self.inner.get_children(path).await;
         self.meters.store_call("children", t, &r);
+        r
+    }
+
+    async fn get_leaves(
+        &self,
+        path: &str,
+        is_leaf: IsLeaf,
+    ) -> Result<Vec<(String, crate::store::GetResult)>> {
+        let t = Instant::now();
+        let r = self.inner.get_leaves(path, is_leaf).await;
+        self.meters.store_call("leaves", t, &r);
         r
     }
 

@@ -37,6 +37,7 @@ pub mod concurrent;
 pub mod etcd;
 mod ext;
 mod fanout;
+mod leaves;
 pub mod memory;
 mod options;
 mod path;
@@ -567,6 +568,9 @@ impl Backend {
     }
 }
 
+/// Which names [`MetadataStore::get_leaves`] takes for leaves (a bundle range, for the runtime's trees).
+pub type IsLeaf = fn(&str) -> bool;
+
 /// The metadata store (Pulsar's `MetadataStoreExtended`), with a small required surface. Conveniences
 /// (typed JSON, recursive delete, create-only with `AlreadyExists`, explicit parents) are in
 /// [`MetadataStoreExt`].
@@ -594,6 +598,18 @@ pub trait MetadataStore: Send + Sync + fmt::Debug {
 
     /// Names of the direct children, sorted; empty for a missing node.
     async fn get_children(&self, path: &str) -> Result<Vec<String>>;
+
+    /// The leaves below `path` with their values and metadata, sorted by path: the nodes whose name passes
+    /// `is_leaf` and that lie below no other such node (`path` itself is never one), as listing every node
+    /// whose name does not pass, from `path` down, would find them. For loading a whole tree of records at
+    /// once, such as a new leader's assignment records and ownership nodes. Each node is read as the server
+    /// finds it, as with [`MetadataStore::get_many`]; a read that fails fails the call, so an answer never
+    /// leaves out a node that exists for any other reason than its deletion meanwhile. ZooKeeper and memory
+    /// list the directories, then read the leaves with `get_many`; etcd reads ranges of key-values, one
+    /// request per page of up to 1,000 keys.
+    async fn get_leaves(&self, path: &str, is_leaf: IsLeaf) -> Result<Vec<(String, GetResult)>> {
+        leaves::list_then_read(self, path, is_leaf).await
+    }
 
     /// Whether the node exists.
     async fn exists(&self, path: &str) -> Result<bool>;

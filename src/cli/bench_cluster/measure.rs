@@ -53,8 +53,13 @@ fn traffic_of(meters: &[&Meters], reports: u64) -> Traffic3 {
         ..Traffic3::default()
     };
     for m in meters {
-        // A `get_many` is one request whatever its size (a multi-read on ZooKeeper).
-        t.reads += op(m, "get") + op(m, "get_many") + op(m, "children") + op(m, "exists");
+        // A `get_many` is one request whatever its size (a multi-read on ZooKeeper), and so is a
+        // `get_leaves` (a new leader's reads of whole trees, a handful per election).
+        t.reads += op(m, "get")
+            + op(m, "get_many")
+            + op(m, "leaves")
+            + op(m, "children")
+            + op(m, "exists");
         t.writes += op(m, "put") + op(m, "delete") + op(m, "batch");
         t.events += m.watch_events.get();
         t.bytes += m.store_bytes_written.get();

@@ -11,7 +11,6 @@ use crate::model::{BundleData, NamespaceEphemeralData, ResourceQuota, TimeAverag
 use crate::paths;
 use crate::runtime::identity::owner_of;
 use crate::runtime::namespaces::{list_namespaces, read_bundles};
-use crate::runtime::ownership::list_bundles;
 use crate::runtime::shared::AgentShared;
 use crate::runtime::RuntimeError;
 use crate::store::{Error, GetResult, Stat};
@@ -192,16 +191,10 @@ async fn timed<T>(fut: impl std::future::Future<Output = T>) -> (T, u128) {
 
 /// Stored bundle data (a node that does not decode counts as absent, logged) and resource quotas.
 async fn load_bundle_data(sh: &AgentShared) -> Result<(BundleDataSeeds, Quotas), RuntimeError> {
-    let bundles = list_bundles(&sh.store, paths::BUNDLE_DATA).await?;
-    let paths_: Vec<String> = bundles.iter().map(|b| paths::bundle_data(b)).collect();
     let mut data = Vec::new();
-    for (path, r) in read_many::<BundleData>(sh, paths_).await {
-        let Some(bundle) = paths::below(paths::BUNDLE_DATA, &path).map(str::to_owned) else {
-            continue;
-        };
+    for (bundle, r) in read_bundles_below::<BundleData>(sh, paths::BUNDLE_DATA).await? {
         match r {
-            Ok(Some((d, _, _))) => data.push((bundle, Some(d))),
-            Ok(None) => {}
+            Ok((d, _)) => data.push((bundle, Some(d))),
             Err(e) => {
                 tracing::warn!("stored bundle data skipped: {e}");
                 data.push((bundle, None));
@@ -210,21 +203,37 @@ async fn load_bundle_data(sh: &AgentShared) -> Result<(BundleDataSeeds, Quotas),
     }
     let mut quotas = Vec::new();
     for root in [paths::RESOURCE_QUOTA_LEGACY, paths::RESOURCE_QUOTA] {
-        let listed = list_bundles(&sh.store, root).await?;
-        let paths_: Vec<String> = listed.iter().map(|b| format!("{root}/{b}")).collect();
-        for (path, r) in read_many::<ResourceQuota>(sh, paths_).await {
+        for (bundle, r) in read_bundles_below::<ResourceQuota>(sh, root).await? {
             match r {
-                Ok(Some((q, _, _))) => {
-                    if let Some(b) = paths::below(root, &path) {
-                        quotas.push((b.to_owned(), q));
-                    }
-                }
-                Ok(None) => {}
+                Ok((q, _)) => quotas.push((bundle, q)),
                 Err(e) => tracing::warn!("stored quota skipped: {e}"),
             }
         }
     }
     Ok((data, quotas))
+}
+
+/// Every bundle node below `root` ([`get_leaves`](crate::store::MetadataStore::get_leaves) with bundle
+/// ranges as the leaves), sorted: (bundle, its value and stat or why it does not decode). A read that fails
+/// fails the leader's load, which starts again, rather than have it take a bundle for one without a node.
+async fn read_bundles_below<T: serde::de::DeserializeOwned>(
+    sh: &AgentShared,
+    root: &str,
+) -> Result<Vec<(String, Result<(T, Stat), Error>)>, RuntimeError> {
+    let found = sh.store.get_leaves(root, paths::is_range_segment).await?;
+    Ok(found
+        .into_iter()
+        .filter_map(|(path, got)| {
+            let bundle = paths::below(root, &path)?.to_owned();
+            let decoded = serde_json::from_slice::<T>(&got.value)
+                .map(|v| (v, got.stat))
+                .map_err(|e| Error::Content {
+                    path,
+                    reason: e.to_string(),
+                });
+            Some((bundle, decoded))
+        })
+        .collect())
 }
 
 /// Stored time averages, per broker (`None` where the node does not decode).
@@ -319,13 +328,10 @@ async fn load_reports(sh: &AgentShared) -> Result<Vec<LoadedReport>, RuntimeErro
 
 /// Every assignment record with its version; one that does not decode is logged and skipped.
 async fn load_records(sh: &AgentShared) -> Result<Vec<(BundleAssignment, i64)>, RuntimeError> {
-    let records = list_bundles(&sh.store, paths::ASSIGNMENTS).await?;
-    let paths_: Vec<String> = records.iter().map(|b| paths::assignment(b)).collect();
     let mut out = Vec::new();
-    for (_, r) in read_many::<BundleAssignment>(sh, paths_).await {
+    for (_, r) in read_bundles_below::<BundleAssignment>(sh, paths::ASSIGNMENTS).await? {
         match r {
-            Ok(Some((rec, stat, _))) => out.push((rec, stat.version)),
-            Ok(None) => {}
+            Ok((rec, stat)) => out.push((rec, stat.version)),
             Err(e) => tracing::warn!("assignment record skipped: {e}"),
         }
     }
@@ -334,16 +340,10 @@ async fn load_records(sh: &AgentShared) -> Result<Vec<(BundleAssignment, i64)>, 
 
 /// Every ownership node: (bundle, who it names); one that does not decode is logged and skipped.
 async fn load_owners(sh: &AgentShared) -> Result<Vec<(String, OwnerSeen)>, RuntimeError> {
-    let owned = list_bundles(&sh.store, paths::OWNERSHIP).await?;
-    let paths_: Vec<String> = owned.iter().map(|b| paths::ownership(b)).collect();
     let mut out = Vec::new();
-    for (path, r) in read_many::<NamespaceEphemeralData>(sh, paths_).await {
-        let Some(bundle) = paths::below(paths::OWNERSHIP, &path).map(str::to_owned) else {
-            continue;
-        };
+    for (bundle, r) in read_bundles_below::<NamespaceEphemeralData>(sh, paths::OWNERSHIP).await? {
         match r {
-            Ok(Some((data, _, _))) => out.push((bundle, owner_seen(&data))),
-            Ok(None) => {}
+            Ok((data, _)) => out.push((bundle, owner_seen(&data))),
             Err(e) => tracing::warn!("ownership node skipped: {e}"),
         }
     }

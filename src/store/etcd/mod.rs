@@ -15,6 +15,7 @@
 //! |---|---|
 //! | version | etcd `version − 1` (etcd counts from 1) |
 //! | get_many | read-only txns of 100 gets each (a txn allows 128 operations): one request per hundred keys |
+//! | get_leaves | ranges of key-values under `path/`, in key order, pages sized to about 1 MiB (32 to 1,000 keys): no listing, one request per page |
 //! | creation / modification revision | `create_revision` / `mod_revision`; no timestamps (0) |
 //! | put, no version | put with `ignore_lease` (an update keeps an ephemeral key's lease; a plain put would detach it) and `prev_kv` (the new stat follows from the previous key-value, no read-back); if the key is missing etcd refuses `ignore_lease`, and the put is re-sent as a create guarded by `create_revision == 0` |
 //! | put -1 / put n | txn comparing `create_revision == 0` / `version == n + 1` |
@@ -78,6 +79,7 @@
 mod connect;
 mod errors;
 mod kv;
+mod leaves;
 pub mod raw_bench;
 mod session;
 mod throttle;
@@ -96,8 +98,8 @@ use tokio::task::JoinHandle;
 use super::fanout::Fanout;
 use super::session::SessionState;
 use super::{
-    subscribe, validate_path, Backend, CreateOptions, GetResult, MetadataStore, Notification,
-    NotificationStream, Op, OpResult, Result, SessionEventStream, Stat, StoreOptions,
+    subscribe, validate_path, Backend, CreateOptions, GetResult, IsLeaf, MetadataStore,
+    Notification, NotificationStream, Op, OpResult, Result, SessionEventStream, Stat, StoreOptions,
 };
 
 /// An etcd client session (one lease); see the module docs.
@@ -201,6 +203,10 @@ impl MetadataStore for EtcdStore {
 
     async fn get_children(&self, path: &str) -> Result<Vec<String>> {
         self.inner.get_children(path).await
+    }
+
+    async fn get_leaves(&self, path: &str, is_leaf: IsLeaf) -> Result<Vec<(String, GetResult)>> {
+        self.inner.get_leaves(path, is_leaf).await
     }
 
     async fn exists(&self, path: &str) -> Result<bool> {

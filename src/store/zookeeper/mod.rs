@@ -7,6 +7,7 @@
 //! |---|---|
 //! | get / exists / children | `getData` / `exists` / `getChildren` (sorted); NONODE → absent / empty |
 //! | get_many | one `multiRead` of `getData`s (ZooKeeper 3.6+); per-path NONODE → absent; a server that answers UNIMPLEMENTED gets one `getData` per path |
+//! | get_leaves | the trait's default: `getChildren` of every directory, 64 at a time, then `get_many` of 100 leaves, 16 at a time |
 //! | put, no version | `setData(-1)`; on NONODE `create` with missing parents as **CONTAINER** znodes (as Pulsar does); a lost create race retries `setData` |
 //! | put -1 | `create`; NODEEXISTS → `BadVersion` |
 //! | put n | `setData(n)`; NONODE or BADVERSION → `BadVersion` |

@@ -30,11 +30,13 @@ use crate::store::{
 };
 
 mod batches;
+mod leaves;
 mod nodes;
 mod notifications;
 mod sessions;
 
 pub use batches::{batch_semantics, batch_updates_after_others_wrote};
+pub use leaves::leaves_of_a_subtree;
 pub use nodes::{
     children_listing, delete_semantics, large_listings, many_reads, parents_and_recursive_delete,
     paths_and_missing_nodes, put_version_semantics, sequential_nodes, stat_fields,
