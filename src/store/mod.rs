@@ -605,8 +605,8 @@ pub trait MetadataStore: Send + Sync + fmt::Debug {
     /// once, such as a new leader's assignment records and ownership nodes. Each node is read as the server
     /// finds it, as with [`MetadataStore::get_many`]; a read that fails fails the call, so an answer never
     /// leaves out a node that exists for any other reason than its deletion meanwhile. ZooKeeper and memory
-    /// list the directories, then read the leaves with `get_many`; etcd reads ranges of key-values, one
-    /// request per page of up to 1,000 keys.
+    /// list the directories, then read the leaves with `get_many`; etcd reads the tree as one range of
+    /// key-values, one request per page of about 4 MiB.
     async fn get_leaves(&self, path: &str, is_leaf: IsLeaf) -> Result<Vec<(String, GetResult)>> {
         leaves::list_then_read(self, path, is_leaf).await
     }

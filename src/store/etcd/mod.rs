@@ -5,7 +5,7 @@
 //! The key is the node path, the value the node's bytes — exactly what ZooKeeper holds — so
 //! `etcdctl get --prefix /loadbalance/brokers/` lists what `zkCli.sh ls /loadbalance/brokers` does. Parents
 //! are not keys (no placeholder values): `get_children(p)` reads the keys under `p + "/"` and keeps their
-//! first segments, a thousand keys a page, skipping the rest of a child's subtree once a page ends inside it
+//! first segments, 5,000 keys a page, skipping the rest of a child's subtree once a page ends inside it
 //! (one answer of every key under a folder of 65,000 records was 4.8 MB, over the client's 4 MiB limit, and
 //! a new leader could not load); `exists(p)` is true only for a key written explicitly.
 //!
@@ -15,7 +15,8 @@
 //! |---|---|
 //! | version | etcd `version − 1` (etcd counts from 1) |
 //! | get_many | read-only txns of 100 gets each (a txn allows 128 operations): one request per hundred keys |
-//! | get_leaves | ranges of key-values under `path/`, in key order, pages sized to about 1 MiB (32 to 1,000 keys): no listing, one request per page |
+//! | get_leaves | one range of key-values under `path/`, in key order, in pages of about 4 MiB (32 to 10,000 keys): no listing, one request per page |
+//! | children | keys-only pages of 5,000 keys under `path/`, each starting after the subtree the last one ended in; no sort order asked for (etcd would read the whole rest of the range for one) |
 //! | creation / modification revision | `create_revision` / `mod_revision`; no timestamps (0) |
 //! | put, no version | put with `ignore_lease` (an update keeps an ephemeral key's lease; a plain put would detach it) and `prev_kv` (the new stat follows from the previous key-value, no read-back); if the key is missing etcd refuses `ignore_lease`, and the put is re-sent as a create guarded by `create_revision == 0` |
 //! | put -1 / put n | txn comparing `create_revision == 0` / `version == n + 1` |

@@ -53,7 +53,7 @@ pub async fn leaves_of_a_subtree(sessions: &dyn Sessions, root: &str) {
             .await
             .unwrap();
     }
-    // 1,200 leaves of 2 KiB in 20 directories: 2.4 MiB, several ranges of several pages each on etcd.
+    // 1,200 leaves of 2 KiB in 20 directories: 2.4 MiB, several pages on etcd.
     let big = vec![b'v'; 2_048];
     let many: Vec<String> = (0..1_200)
         .map(|i| format!("{tree}/many-{:02}/ns/leaf-{i:05}", i % 20))
