@@ -63,41 +63,17 @@ enum Outcome {
     Retry,
 }
 
-/// Lists every bundle path below `root` (nodes whose name is a bundle range), sorted; the directories of one
-/// level are listed 64 at a time (a cluster has one per namespace).
+/// Lists every bundle path below `root` (nodes whose name is a bundle range), relative to it and sorted; the
+/// directories of one level are listed 64 at a time (a cluster has one per namespace).
 pub(crate) async fn list_bundles(
     store: &crate::store::DynStore,
     root: &str,
 ) -> Result<Vec<String>, Error> {
-    use futures::stream::{self, StreamExt, TryStreamExt};
-    let mut out = Vec::new();
-    let mut level = vec![root.to_owned()];
-    while !level.is_empty() {
-        let listed: Vec<(String, Vec<String>)> = stream::iter(level)
-            .map(|dir| async move {
-                let children = store.get_children(&dir).await?;
-                Ok::<_, Error>((dir, children))
-            })
-            .buffer_unordered(64)
-            .try_collect()
-            .await?;
-        let mut next = Vec::new();
-        for (dir, children) in listed {
-            for child in children {
-                let path = format!("{dir}/{child}");
-                if paths::is_range_segment(&child) {
-                    if let Some(rel) = paths::below(root, &path) {
-                        out.push(rel.to_owned());
-                    }
-                } else {
-                    next.push(path);
-                }
-            }
-        }
-        level = next;
-    }
-    out.sort();
-    Ok(out)
+    let found = crate::store::list_leaves(&**store, root, paths::is_range_segment).await?;
+    Ok(found
+        .iter()
+        .filter_map(|p| paths::below(root, p).map(str::to_owned))
+        .collect())
 }
 
 /// Reads a bundle's ownership node: (owner id, data, stat).

@@ -21,12 +21,13 @@ const READS_PER_CALL: usize = 100;
 /// `get_many` calls in flight at once.
 const CALLS_IN_FLIGHT: usize = 16;
 
-/// See the module docs.
-pub(super) async fn list_then_read<S: MetadataStore + ?Sized>(
+/// The paths of the leaves below `root`, sorted, found by listing every non-leaf from `root` down,
+/// [`LIST_IN_FLIGHT`] directories at a time; a leaf is never listed.
+pub(crate) async fn list_leaves<S: MetadataStore + ?Sized>(
     store: &S,
     root: &str,
     is_leaf: IsLeaf,
-) -> Result<Vec<(String, GetResult)>> {
+) -> Result<Vec<String>> {
     let mut leaves = Vec::new();
     let mut level = vec![root.to_owned()];
     while !level.is_empty() {
@@ -52,6 +53,16 @@ pub(super) async fn list_then_read<S: MetadataStore + ?Sized>(
         level = next;
     }
     leaves.sort();
+    Ok(leaves)
+}
+
+/// See the module docs.
+pub(super) async fn list_then_read<S: MetadataStore + ?Sized>(
+    store: &S,
+    root: &str,
+    is_leaf: IsLeaf,
+) -> Result<Vec<(String, GetResult)>> {
+    let leaves = list_leaves(store, root, is_leaf).await?;
     // The calls built up front: a stream mapping borrowed chunks to futures is not provably `Send`.
     let calls: Vec<_> = leaves
         .chunks(READS_PER_CALL)

@@ -38,6 +38,7 @@ pub mod etcd;
 mod ext;
 mod fanout;
 mod leaves;
+pub(crate) use leaves::list_leaves;
 pub mod memory;
 mod options;
 mod path;

@@ -1,8 +1,8 @@
 //! `get_leaves`: the leaves of a subtree, read in one call, as the listing would find them.
 
-use crate::store::{CreateOptions, Error, Op};
+use crate::store::{CreateOptions, Error};
 
-use super::{cleanup, Sessions};
+use super::{cleanup, put_in_batches, Sessions};
 
 fn leaf(name: &str) -> bool {
     name.starts_with("leaf-")
@@ -58,13 +58,7 @@ pub async fn leaves_of_a_subtree(sessions: &dyn Sessions, root: &str) {
     let many: Vec<String> = (0..1_200)
         .map(|i| format!("{tree}/many-{:02}/ns/leaf-{i:05}", i % 20))
         .collect();
-    for chunk in many.chunks(100) {
-        let ops = chunk
-            .iter()
-            .map(|p| Op::put(p.clone(), big.clone()))
-            .collect();
-        store.batch(ops).await.unwrap();
-    }
+    put_in_batches(&*store, &many, &big).await;
     expected.extend(many);
     expected.sort();
 

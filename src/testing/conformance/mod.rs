@@ -169,6 +169,17 @@ async fn prepare_root(store: &dyn MetadataStore, root: &str) {
         .expect("create the test root");
 }
 
+/// Writes `value` to every one of `paths`, 100 per batch.
+async fn put_in_batches(store: &dyn MetadataStore, paths: &[String], value: &[u8]) {
+    for chunk in paths.chunks(100) {
+        let ops = chunk
+            .iter()
+            .map(|p| crate::store::Op::put(p.clone(), value.to_vec()))
+            .collect();
+        store.batch(ops).await.expect("a batch of puts");
+    }
+}
+
 async fn cleanup(store: &dyn MetadataStore, root: &str) {
     store
         .delete_recursive(root)

@@ -6,7 +6,7 @@ use crate::model::json::to_json_vec;
 use crate::model::{LeaderBroker, LocalBrokerData};
 use crate::store::{Backend, CreateOptions, Error, MetadataStoreExt, CREATE_ONLY};
 
-use super::{cleanup, Sessions};
+use super::{cleanup, put_in_batches, Sessions};
 
 /// Invalid paths fail everywhere; missing nodes read as absent; deletes of missing nodes are `NotFound` even
 /// with a version (Pulsar `emptyStoreTest`, `emptyKeyTest`).
@@ -268,13 +268,8 @@ pub async fn large_listings(sessions: &dyn Sessions, root: &str) {
     let store = sessions.open().await;
     let flat = format!("{root}/flat");
     let names: Vec<String> = (0..2_500).map(|i| format!("n{i:05}")).collect();
-    for chunk in names.chunks(100) {
-        let ops = chunk
-            .iter()
-            .map(|n| crate::store::Op::put(format!("{flat}/{n}"), b"".to_vec()))
-            .collect();
-        store.batch(ops).await.unwrap();
-    }
+    let flat_paths: Vec<String> = names.iter().map(|n| format!("{flat}/{n}")).collect();
+    put_in_batches(&*store, &flat_paths, b"").await;
     assert_eq!(store.get_children(&flat).await.unwrap(), names);
     let deep = format!("{root}/deep");
     for name in ["t-x", "u"] {
@@ -291,13 +286,7 @@ pub async fn large_listings(sessions: &dyn Sessions, root: &str) {
     let below: Vec<String> = (0..2_500)
         .map(|i| format!("{deep}/t/ns-{}/b{i:05}", i % 7))
         .collect();
-    for chunk in below.chunks(100) {
-        let ops = chunk
-            .iter()
-            .map(|p| crate::store::Op::put(p.clone(), b"".to_vec()))
-            .collect();
-        store.batch(ops).await.unwrap();
-    }
+    put_in_batches(&*store, &below, b"").await;
     assert_eq!(
         store.get_children(&deep).await.unwrap(),
         vec!["t", "t-x", "u"]
