@@ -58,6 +58,19 @@ pub(super) const READS_PER_TXN: usize = 100;
 /// of 100,000 descendants costs 20 such walks at this size, 100 at 1,000 keys a page.
 pub(super) const LIST_PAGE: i64 = 5_000;
 
+/// The key range of everything below `path`: the prefix every such key starts with (`path/`, or `/` for the
+/// root), and the first key after all of them (the prefix with its last `/` turned into `0`, which follows
+/// `/`).
+pub(super) fn subtree(path: &str) -> (String, String) {
+    let prefix = if path == "/" {
+        "/".to_string()
+    } else {
+        format!("{path}/")
+    };
+    let end = format!("{}0", &prefix[..prefix.len() - 1]);
+    (prefix, end)
+}
+
 /// Where the page after the one that ended at `last` starts, when listing the children of `prefix`: after the
 /// subtree of `last`'s child if `last` is inside it (every key from `<child>/` up to `<child>0` is in it), else
 /// right after `last` (the child's own key: siblings such as `<child>-x` sort before its subtree).
@@ -409,13 +422,7 @@ impl Inner {
     /// page: what made a new leader's listings the largest part of its load).
     pub(super) async fn get_children(&self, path: &str) -> Result<Vec<String>> {
         validate_path(path)?;
-        let prefix = if path == "/" {
-            "/".to_string()
-        } else {
-            format!("{path}/")
-        };
-        // The first key after every key that starts with `prefix` ('0' follows '/').
-        let end = format!("{}0", &prefix[..prefix.len() - 1]);
+        let (prefix, end) = subtree(path);
         let mut start = prefix.clone().into_bytes();
         let mut children: Vec<String> = Vec::new();
         loop {
@@ -478,6 +485,12 @@ mod tests {
         // Keys between a subtree's start and its child plus '0' all lie in the subtree.
         assert!(b"/f/t/zzz".as_slice() < b"/f/t0".as_slice());
         assert!(b"/f/t-x".as_slice() < b"/f/t/".as_slice());
+    }
+
+    #[test]
+    fn the_prefix_below_a_path() {
+        assert_eq!(subtree("/").0, "/");
+        assert_eq!(subtree("/a/b").0, "/a/b/");
     }
 
     fn names(prefix: &str, keys: &[&str]) -> Vec<String> {

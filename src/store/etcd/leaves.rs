@@ -20,6 +20,7 @@
 use etcd_client as etcd;
 use etcd_client::GetOptions;
 
+use super::kv::subtree;
 use super::Inner;
 use crate::store::{validate_path, Error, GetResult, IsLeaf, Result};
 
@@ -59,15 +60,6 @@ fn page_limit(largest: usize) -> i64 {
     (fit as i64).clamp(PAGE_MIN, PAGE_MAX)
 }
 
-/// The prefix of every key below `path`.
-fn below(path: &str) -> String {
-    if path == "/" {
-        "/".to_string()
-    } else {
-        format!("{path}/")
-    }
-}
-
 impl Inner {
     pub(super) async fn get_leaves(
         &self,
@@ -75,9 +67,7 @@ impl Inner {
         is_leaf: IsLeaf,
     ) -> Result<Vec<(String, GetResult)>> {
         validate_path(path)?;
-        let prefix = below(path);
-        // The first key after every key that starts with `prefix` ('0' follows '/').
-        let end = format!("{}0", &prefix[..prefix.len() - 1]);
+        let (prefix, end) = subtree(path);
         let mut start = prefix.clone().into_bytes();
         let mut largest = 0usize;
         let mut out = Vec::new();
@@ -164,12 +154,6 @@ mod tests {
         assert!(!is_leaf_key("t/ns", range));
         assert!(!is_leaf_key("t//0x00_0x10", range));
         assert!(!is_leaf_key("", range));
-    }
-
-    #[test]
-    fn the_prefix_below_a_path() {
-        assert_eq!(below("/"), "/");
-        assert_eq!(below("/a/b"), "/a/b/");
     }
 
     #[test]
