@@ -43,12 +43,13 @@
 //! broker before and after the plan goes into [`SheddingOutcome::prediction`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
 use std::time::Duration;
 
 use super::{sheddable_bundles, Candidate, Shedder, SheddingContext, SheddingOutcome};
 use crate::config::{Settings, ShedderKind};
 use crate::core::cost_model::{self, Traffic, Vector, RESOURCES};
-use crate::core::placement::{filters, PlacementContext};
+use crate::core::placement::{filters, Candidates, PlacementContext};
 use crate::core::plan::{BrokerPrediction, Skipped, UnloadDecision};
 use crate::core::{namespace_of, num, weights4};
 
@@ -120,6 +121,14 @@ struct Item<'a> {
     bundle: &'a str,
     traffic: Traffic,
     topics: i64,
+    /// Its placement candidates (indexes into the nodes).
+    cands: Rc<Candidates>,
+    /// Some other broker may take it and the anti-affinity filter lets it leave its broker.
+    movable: bool,
+    /// Brokers a plan moved it off within the no-return window.
+    barred: Vec<usize>,
+    /// Its namespace's anti-affinity group.
+    group: Option<&'a str>,
 }
 
 /// A move weighed during planning.
@@ -281,19 +290,6 @@ impl Shedder for BandShedder {
         );
 
         // 2. Score by the model.
-        let excluded = &s.load_balancer_shedding_excluded_namespaces;
-        let items_of = |id: &str| -> Vec<Item<'_>> {
-            sheddable_bundles(ctx.load, id)
-                .into_iter()
-                .filter(|(name, _)| excluded.is_empty() || !excluded.contains(namespace_of(name)))
-                .map(|(name, d)| Item {
-                    bundle: name.as_str(),
-                    traffic: cost_model::bundle_traffic(&d.short_term_data),
-                    topics: d.topics as i64,
-                })
-                .filter(|it| it.traffic.iter().any(|t| *t > 0.0))
-                .collect()
-        };
         // Completed moves a report does not show yet (the leader says which side): the source still lists the
         // bundle, or the destination does not (a broker rewrites its report only when its load moved by the
         // report threshold).
@@ -464,18 +460,50 @@ impl Shedder for BandShedder {
             .loadmgr_band_shedder_no_return_minutes
             .saturating_mul(60_000);
         let left = &self.left;
-        let returns = |bundle: &str, dst: &str| {
-            left.get(bundle).is_some_and(|v| {
-                v.iter()
-                    .any(|(b, t)| b == dst && ctx.now - *t < no_return_ms)
-            })
+        // A source's bundles with what does not change while a plan is made: their candidates, whether the
+        // anti-affinity filter lets them leave, and where they may not return.
+        let excluded = &s.load_balancer_shedding_excluded_namespaces;
+        let items_of = |src: usize| -> Vec<Item<'_>> {
+            let id = pctx.brokers[src].id;
+            sheddable_bundles(ctx.load, id)
+                .into_iter()
+                .filter(|(name, _)| excluded.is_empty() || !excluded.contains(namespace_of(name)))
+                .map(|(name, d)| (name, cost_model::bundle_traffic(&d.short_term_data), d))
+                .filter(|(_, traffic, _)| traffic.iter().any(|t| *t > 0.0))
+                .map(|(name, traffic, d)| {
+                    let cands = pctx.candidates(name);
+                    let movable = cands.base.iter().any(|i| *i != src)
+                        && filters::anti_affinity_allows_unload(pctx, name, id, &cands.base)
+                            .is_ok();
+                    let barred = left.get(name.as_str()).map_or_else(Vec::new, |v| {
+                        v.iter()
+                            .filter(|(_, t)| ctx.now - *t < no_return_ms)
+                            .filter_map(|(b, _)| pctx.index_of(b))
+                            .collect()
+                    });
+                    Item {
+                        bundle: name.as_str(),
+                        traffic,
+                        topics: d.topics as i64,
+                        cands,
+                        movable,
+                        barred,
+                        group: ctx.policies.anti_affinity_group(namespace_of(name)),
+                    }
+                })
+                .collect()
         };
-        let max_topics = s.load_balancer_broker_max_topics as i64;
-        let topics_filter_on = pctx.brokers.iter().any(|b| b.topics <= max_topics);
-        let mut added_topics = vec![0i64; nodes.len()];
-        // (broker or failure domain, anti-affinity group) → the one new namespace it receives in this plan.
-        let mut group_gain: HashMap<(String, String), String> = HashMap::new();
-        let mut planned_ns: HashSet<(usize, String)> = HashSet::new();
+        let mut limits = Limits {
+            max_topics: s.load_balancer_broker_max_topics as i64,
+            topics_filter_on: pctx
+                .brokers
+                .iter()
+                .any(|b| b.topics <= s.load_balancer_broker_max_topics as i64),
+            domains: s.failure_domains_enabled,
+            added_topics: vec![0i64; nodes.len()],
+            group_gain: HashMap::new(),
+            planned_ns: HashSet::new(),
+        };
         let budget = match s.loadmgr_band_shedder_max_moves_per_cycle {
             n if n <= 0 => usize::MAX,
             n => n as usize,
@@ -485,11 +513,13 @@ impl Shedder for BandShedder {
         let mut moves_in = vec![0u32; nodes.len()];
         let stop: String;
         let mut planned: Vec<Candidate> = Vec::new();
+        // Brokers by predicted score, lowest first. A move changes two scores, so the order is kept across steps
+        // and re-sorted nearly sorted.
+        let mut order: Vec<usize> = (0..nodes.len()).collect();
         loop {
             let m = mean_of(&nodes);
             let sc: Vec<f64> = nodes.iter().map(|n| cost_model::score(&n.p)).collect();
-            let mut order: Vec<usize> = (0..nodes.len()).collect();
-            order.sort_by(|a, b| sc[*a].total_cmp(&sc[*b]));
+            order.sort_by(|a, b| sc[*a].total_cmp(&sc[*b]).then(a.cmp(b)));
             let predicted_spread = sc[order[order.len() - 1]] - sc[order[0]];
             if predicted_spread <= plan_spread {
                 stop = format!(
@@ -513,7 +543,7 @@ impl Shedder for BandShedder {
                     break;
                 }
                 if nodes[src].items.is_none() {
-                    nodes[src].items = Some(items_of(nodes[src].id));
+                    nodes[src].items = Some(items_of(src));
                 }
                 // A broker whose bundles are all in their grace period cannot be a source: look further down.
                 if nodes[src].items.as_ref().is_some_and(|v| v.is_empty()) {
@@ -521,91 +551,53 @@ impl Shedder for BandShedder {
                 }
                 sources += 1;
                 for (k, item) in nodes[src].items.iter().flatten().enumerate() {
-                    let cands = pctx.candidates(item.bundle);
-                    let allowed_elsewhere = cands.base.iter().any(|i| *i != src);
-                    if !allowed_elsewhere
-                        || filters::anti_affinity_allows_unload(
-                            pctx,
-                            item.bundle,
-                            nodes[src].id,
-                            &cands.base,
-                        )
-                        .is_err()
-                    {
+                    if !item.movable {
                         continue;
                     }
-                    let ns = namespace_of(item.bundle);
-                    let group = ctx.policies.anti_affinity_group(ns);
                     let mut tried = 0;
                     for &dst in &order {
                         if tried == DESTINATIONS_PER_BUNDLE || sc[dst] >= sc[src] {
                             break;
                         }
                         if dst == src
-                            || cands.filtered.binary_search(&dst).is_err()
-                            || returns(item.bundle, nodes[dst].id)
+                            || item.cands.filtered.binary_search(&dst).is_err()
+                            || item.barred.contains(&dst)
+                            || !limits.admits(pctx, item, dst)
                         {
                             continue;
-                        }
-                        if topics_filter_on
-                            && pctx.brokers[dst].topics + added_topics[dst] + item.topics
-                                > max_topics
-                        {
-                            continue;
-                        }
-                        if let Some(g) = group {
-                            if !planned_ns.contains(&(dst, ns.to_owned())) {
-                                let key =
-                                    group_key(pctx, dst, ctx.settings.failure_domains_enabled);
-                                if group_gain
-                                    .get(&(key, g.to_owned()))
-                                    .is_some_and(|other| other != ns)
-                                {
-                                    continue;
-                                }
-                            }
                         }
                         tried += 1;
                         weighed += 1;
-                        let src_p = cost_model::shifted(
-                            &nodes[src].p,
-                            &nodes[src].cost,
-                            &item.traffic,
-                            -1.0,
-                        );
-                        let dst_p = cost_model::shifted(
-                            &nodes[dst].p,
-                            &nodes[dst].cost,
-                            &item.traffic,
-                            1.0,
-                        );
-                        let (s1, d1) = (cost_model::score(&src_p), cost_model::score(&dst_p));
-                        // Never past the source, nor above the plan band's top: a destination overshot with
-                        // fresh bundles could not shed them again within the grace period.
-                        if d1 > s1 || d1 > m + plan_spread / 2.0 {
+                        let Some(w) = weigh(&nodes, &sc, m, plan_spread, src, k, dst) else {
                             continue;
-                        }
-                        let sq = |v: f64| (v - m) * (v - m);
-                        let gain = sq(sc[src]) + sq(sc[dst]) - sq(s1) - sq(d1);
-                        let w = Weighed {
-                            bundle: item.bundle,
-                            src,
-                            item: k,
-                            dst,
-                            gain,
-                            src_after: s1,
-                            dst_after: d1,
                         };
-                        if best.map_or(true, |b| gain > b.gain) {
+                        if best.map_or(true, |b| w.gain > b.gain) {
                             second = best;
                             best = Some(w);
-                        } else if second.map_or(true, |b| gain > b.gain) {
+                        } else if second.map_or(true, |b| w.gain > b.gain) {
                             second = Some(w);
                         }
                     }
                 }
             }
-            let Some(b) = best.filter(|b| b.gain > 1e-9) else {
+            let chosen = best.filter(|b| b.gain > 1e-9).map(|b| {
+                let alt = match second {
+                    Some(a) => format!(
+                        "next best: {} {} -> {}, benefit {}",
+                        a.bundle,
+                        nodes[a.src].id,
+                        nodes[a.dst].id,
+                        num(a.gain)
+                    ),
+                    None => "no alternative".into(),
+                };
+                let why = format!(
+                    "benefit {} points², best of {weighed} moves weighed ({alt})",
+                    num(b.gain)
+                );
+                (b, why)
+            });
+            let Some((b, why)) = chosen else {
                 stop = "no move left improves the balance".into();
                 break;
             };
@@ -615,39 +607,20 @@ impl Shedder for BandShedder {
                 .expect("a source's bundles are listed")
                 .swap_remove(b.item);
             let (src_id, dst_id) = (nodes[b.src].id, nodes[b.dst].id);
-            let alt = match second {
-                Some(a) => format!(
-                    "next best: {} {} -> {}, benefit {}",
-                    a.bundle,
-                    nodes[a.src].id,
-                    nodes[a.dst].id,
-                    num(a.gain)
-                ),
-                None => "no alternative".into(),
-            };
             let reason = format!(
-                "BandShedder: {src_id} {} -> {} and {dst_id} {} -> {} predicted (mean {}, plan spread {}); benefit {} points², best of {weighed} moves weighed ({alt})",
+                "BandShedder: {src_id} {} -> {} and {dst_id} {} -> {} predicted (mean {}, plan spread {}); {why}",
                 num(sc[b.src]),
                 num(b.src_after),
                 num(sc[b.dst]),
                 num(b.dst_after),
                 num(m),
                 num(plan_spread),
-                num(b.gain),
             );
             nodes[b.src].p =
                 cost_model::shifted(&nodes[b.src].p, &nodes[b.src].cost, &item.traffic, -1.0);
             nodes[b.dst].p =
                 cost_model::shifted(&nodes[b.dst].p, &nodes[b.dst].cost, &item.traffic, 1.0);
-            added_topics[b.dst] += item.topics;
-            let ns = namespace_of(item.bundle);
-            if let Some(g) = ctx.policies.anti_affinity_group(ns) {
-                let key = group_key(pctx, b.dst, ctx.settings.failure_domains_enabled);
-                group_gain
-                    .entry((key, g.to_owned()))
-                    .or_insert_with(|| ns.to_owned());
-            }
-            planned_ns.insert((b.dst, ns.to_owned()));
+            limits.record(pctx, &item, b.dst);
             moves_out[b.src] += 1;
             moves_in[b.dst] += 1;
             planned.push(Candidate {
@@ -730,6 +703,85 @@ impl Shedder for BandShedder {
             !v.is_empty()
         });
     }
+}
+
+/// What one plan has already given each destination, for the filters that count across a plan's moves.
+struct Limits {
+    max_topics: i64,
+    /// Some broker has at most `max_topics` topics (else Pulsar's filter keeps every broker).
+    topics_filter_on: bool,
+    domains: bool,
+    added_topics: Vec<i64>,
+    /// (broker or failure domain, anti-affinity group) → the one new namespace it receives in this plan.
+    group_gain: HashMap<(String, String), String>,
+    planned_ns: HashSet<(usize, String)>,
+}
+
+impl Limits {
+    /// Whether `dst` may still receive `item` in this plan: within the topic maximum, and no second new
+    /// namespace of an anti-affinity group.
+    fn admits(&self, pctx: &PlacementContext<'_>, item: &Item<'_>, dst: usize) -> bool {
+        if self.topics_filter_on
+            && pctx.brokers[dst].topics + self.added_topics[dst] + item.topics > self.max_topics
+        {
+            return false;
+        }
+        let Some(g) = item.group else {
+            return true;
+        };
+        let ns = namespace_of(item.bundle);
+        if self.planned_ns.contains(&(dst, ns.to_owned())) {
+            return true;
+        }
+        let key = group_key(pctx, dst, self.domains);
+        self.group_gain
+            .get(&(key, g.to_owned()))
+            .map_or(true, |other| other == ns)
+    }
+
+    /// Counts `item` as planned onto `dst`.
+    fn record(&mut self, pctx: &PlacementContext<'_>, item: &Item<'_>, dst: usize) {
+        self.added_topics[dst] += item.topics;
+        let ns = namespace_of(item.bundle);
+        if let Some(g) = item.group {
+            let key = group_key(pctx, dst, self.domains);
+            self.group_gain
+                .entry((key, g.to_owned()))
+                .or_insert_with(|| ns.to_owned());
+        }
+        self.planned_ns.insert((dst, ns.to_owned()));
+    }
+}
+
+/// The move of `nodes[src]`'s item `k` to `dst`, with its benefit (the fall of Σ (score − m)²), or `None` when
+/// it would leave the destination above the source or above the plan band's top `m + plan_spread/2` (a
+/// destination overshot with fresh bundles could not shed them again within the grace period).
+fn weigh<'a>(
+    nodes: &[Node<'a>],
+    sc: &[f64],
+    m: f64,
+    plan_spread: f64,
+    src: usize,
+    k: usize,
+    dst: usize,
+) -> Option<Weighed<'a>> {
+    let item = nodes[src].items.as_ref()?.get(k)?;
+    let src_p = cost_model::shifted(&nodes[src].p, &nodes[src].cost, &item.traffic, -1.0);
+    let dst_p = cost_model::shifted(&nodes[dst].p, &nodes[dst].cost, &item.traffic, 1.0);
+    let (s1, d1) = (cost_model::score(&src_p), cost_model::score(&dst_p));
+    if d1 > s1 || d1 > m + plan_spread / 2.0 {
+        return None;
+    }
+    let sq = |v: f64| (v - m) * (v - m);
+    Some(Weighed {
+        bundle: item.bundle,
+        src,
+        item: k,
+        dst,
+        gain: sq(sc[src]) + sq(sc[dst]) - sq(s1) - sq(d1),
+        src_after: s1,
+        dst_after: d1,
+    })
 }
 
 /// The key anti-affinity counts under: the broker, or its failure domain when domains are enabled.
