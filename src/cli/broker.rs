@@ -101,17 +101,27 @@ pub(crate) async fn connect(
 /// How long a starting broker keeps trying to open its store while the failures are transient.
 const START_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// [`connect`] for a starting broker: a transient failure (a timeout, the server unavailable) is retried with
-/// exponential backoff for [`START_RETRY_FOR`], each retry logged, so a store that is slow for a moment (an
-/// etcd server stalled on fsync, a ZooKeeper ensemble electing) does not stop the broker; anything else
-/// fails at once.
+/// [`connect`] for a starting broker: see [`open_at_start`].
 async fn connect_at_start(
     url: &str,
     settings: &Settings,
     access: &StoreAccessArgs,
 ) -> Result<DynStore, CliError> {
-    use backon::{ExponentialBuilder, Retryable};
     let options = store_options(url, settings, access)?;
+    open_at_start(url, options)
+        .await
+        .map_err(|e| CliError::new(format!("cannot open the store {url}: {e}")))
+}
+
+/// Opens the store for a starting broker: a transient failure (a timeout, the server unavailable) is retried
+/// with exponential backoff for [`START_RETRY_FOR`], each retry logged, so a store that is slow for a moment
+/// (an etcd server stalled on fsync or busy with a whole cluster's restart, a ZooKeeper ensemble electing)
+/// does not stop the broker; anything else fails at once. `loadmgr bench cluster` starts its agents with it.
+pub(crate) async fn open_at_start(
+    url: &str,
+    options: StoreOptions,
+) -> Result<DynStore, store::Error> {
+    use backon::{ExponentialBuilder, Retryable};
     let backoff = ExponentialBuilder::default()
         .with_min_delay(std::time::Duration::from_millis(200))
         .with_max_delay(std::time::Duration::from_secs(3))
@@ -124,7 +134,6 @@ async fn connect_at_start(
             tracing::warn!("cannot open the store {url} yet ({e}); trying again in {after:?}")
         })
         .await
-        .map_err(|e| CliError::new(format!("cannot open the store {url}: {e}")))
 }
 
 /// Logging to stderr with `LOADMGR_LOG` (default `default`; the store clients' own connection chatter

@@ -134,7 +134,7 @@ impl LeaderThread {
                 };
                 rt.block_on(async move {
                     let started = async {
-                        let store = store::connect(&url, options)
+                        let store = crate::cli::broker::open_at_start(&url, options)
                             .await
                             .map_err(|e| e.to_string())?;
                         let agent = start_agent(store, &settings, traffic).await?;
@@ -233,7 +233,9 @@ pub(super) async fn start_members(
             let traffic = traffic.clone();
             let url = b.store.clone();
             async move {
-                let store = store::connect(&url, options)
+                // As `loadmgr broker` does: a store too busy to open a session at once (a whole cluster
+                // restarting) is tried again for a while.
+                let store = crate::cli::broker::open_at_start(&url, options)
                     .await
                     .map_err(|e| format!("broker {i}: {e}"))?;
                 let agent = start_agent(store.clone(), &settings, traffic)
