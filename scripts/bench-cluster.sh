@@ -39,9 +39,13 @@ CFG
     port=$(free_port); peer=$(free_port)
     # zap, not etcd 3.4's default logger: with the default, a read index that times out under load logs
     # through a nil zap logger and the server panics (seen at 100 x 65,000 on etcd 3.4.23).
+    # A backend commit every 10 ms, not 100 ms: etcd 3.4 copies every write since the last commit for each
+    # read and each write's compare, so at a thousand brokers the copies were most of its allocations
+    # (docs/benchmarks.md, 2026-12-04 "etcd copies"). BENCH_ETCD_BATCH_INTERVAL=100ms gives etcd's default.
     etcd --data-dir "$dir/etcd" --listen-client-urls "http://127.0.0.1:$port" \
       --advertise-client-urls "http://127.0.0.1:$port" --listen-peer-urls "http://127.0.0.1:$peer" \
       --initial-advertise-peer-urls "http://127.0.0.1:$peer" --initial-cluster "default=http://127.0.0.1:$peer" \
+      --backend-batch-interval "${BENCH_ETCD_BATCH_INTERVAL:-10ms}" \
       --quota-backend-bytes 4294967296 --logger zap --log-outputs stderr > "$dir/etcd.log" 2>&1 &
     pids="$pids $!"
     wait_port "$port"
