@@ -179,7 +179,11 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
                 tracing::warn!(store = %inner.address(), "lease lost: {reason}");
                 inner.session.lost();
                 inner.lease.store(0, Ordering::SeqCst);
-                // A new lease, retried until it works or the store closes.
+                // A new lease, retried until it works or the store closes; the ephemerals are re-created on it
+                // while it is kept alive, since on a busy server re-creating a broker's hundred ownership nodes
+                // one by one can outlast the TTL (then every later re-creation failed with "lease not found",
+                // the session was lost again, and a whole cluster's restart never settled).
+                let old_lease = lease;
                 loop {
                     if inner.closed.load(Ordering::SeqCst) {
                         return;
@@ -189,22 +193,63 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
                             inner.lease.store(id, Ordering::SeqCst);
                             ttl = granted;
                             inner.session.set_timeout(ttl_timeout(ttl));
-                            break;
                         }
                         Err(e) => {
                             tracing::warn!("etcd lease grant failed: {e}");
                             let dial = inner.conn.lock().unwrap().dial;
                             inner.rotate(dial).await;
                             tokio::time::sleep(Duration::from_millis(500)).await;
+                            continue;
+                        }
+                    }
+                    inner.session.acknowledged_now();
+                    let Ok(conn) = inner.conn() else { return };
+                    let new_lease = inner.lease.load(Ordering::SeqCst);
+                    let period = Duration::from_millis((ttl as u64 * 1000 / 15).max(100));
+                    tokio::select! {
+                        _ = inner.restore_ephemerals(old_lease) => break,
+                        why = renew(&inner, conn, new_lease, period) => {
+                            tracing::warn!(
+                                store = %inner.address(),
+                                "the new lease was not kept alive while ephemerals were re-created ({why}); granting another"
+                            );
+                            inner.lease.store(0, Ordering::SeqCst);
                         }
                     }
                 }
-                inner.session.acknowledged_now();
-                inner.restore_ephemerals(lease).await;
                 inner.session.mark_up();
                 inner.session.reestablished();
                 tracing::info!(store = %inner.address(), "etcd session re-established with a new lease");
             }
+        }
+    }
+}
+
+/// Keeps `lease` alive every `period` without touching the session's state but its acknowledgements, until a
+/// renewal fails; returns why.
+async fn renew(inner: &Inner, conn: Conn, lease: i64, period: Duration) -> String {
+    let patience = (period * 15 / 4).max(period);
+    let mut client = conn.client;
+    let sent = Instant::now();
+    let (mut keeper, mut stream) =
+        match tokio::time::timeout(patience, client.lease_keep_alive(lease)).await {
+            Ok(Ok(pair)) => pair,
+            Ok(Err(e)) => return e.to_string(),
+            Err(_) => return "keep-alive stream did not open".into(),
+        };
+    inner.session.acknowledged(sent);
+    loop {
+        tokio::time::sleep(period).await;
+        let sent = Instant::now();
+        if let Err(e) = keeper.keep_alive().await {
+            return e.to_string();
+        }
+        match tokio::time::timeout(patience, stream.message()).await {
+            Ok(Ok(Some(resp))) if resp.ttl() > 0 => inner.session.acknowledged(sent),
+            Ok(Ok(Some(_))) => return "the server reports the lease expired".into(),
+            Ok(Ok(None)) => return "keep-alive stream ended".into(),
+            Ok(Err(e)) => return e.to_string(),
+            Err(_) => return "no keep-alive answer".into(),
         }
     }
 }
