@@ -568,7 +568,8 @@ impl Shedder for BandShedder {
                         }
                         tried += 1;
                         weighed += 1;
-                        let Some(w) = weigh(&nodes, &sc, m, plan_spread, src, k, dst) else {
+                        let Some(w) = weigh(&nodes, item, &sc, m, plan_spread, (src, k, dst))
+                        else {
                             continue;
                         };
                         if best.map_or(true, |b| w.gain > b.gain) {
@@ -580,26 +581,19 @@ impl Shedder for BandShedder {
                     }
                 }
             }
-            let chosen = best.filter(|b| b.gain > 1e-9).map(|b| {
-                let alt = match second {
-                    Some(a) => format!(
-                        "next best: {} {} -> {}, benefit {}",
-                        a.bundle,
-                        nodes[a.src].id,
-                        nodes[a.dst].id,
-                        num(a.gain)
-                    ),
-                    None => "no alternative".into(),
-                };
-                let why = format!(
-                    "benefit {} points², best of {weighed} moves weighed ({alt})",
-                    num(b.gain)
-                );
-                (b, why)
-            });
-            let Some((b, why)) = chosen else {
+            let Some(b) = best.filter(|b| b.gain > 1e-9) else {
                 stop = "no move left improves the balance".into();
                 break;
+            };
+            let alt = match second {
+                Some(a) => format!(
+                    "next best: {} {} -> {}, benefit {}",
+                    a.bundle,
+                    nodes[a.src].id,
+                    nodes[a.dst].id,
+                    num(a.gain)
+                ),
+                None => "no alternative".into(),
             };
             let item = nodes[b.src]
                 .items
@@ -608,13 +602,14 @@ impl Shedder for BandShedder {
                 .swap_remove(b.item);
             let (src_id, dst_id) = (nodes[b.src].id, nodes[b.dst].id);
             let reason = format!(
-                "BandShedder: {src_id} {} -> {} and {dst_id} {} -> {} predicted (mean {}, plan spread {}); {why}",
+                "BandShedder: {src_id} {} -> {} and {dst_id} {} -> {} predicted (mean {}, plan spread {}); benefit {} points², best of {weighed} moves weighed ({alt})",
                 num(sc[b.src]),
                 num(b.src_after),
                 num(sc[b.dst]),
                 num(b.dst_after),
                 num(m),
                 num(plan_spread),
+                num(b.gain),
             );
             nodes[b.src].p =
                 cost_model::shifted(&nodes[b.src].p, &nodes[b.src].cost, &item.traffic, -1.0);
@@ -753,19 +748,17 @@ impl Limits {
     }
 }
 
-/// The move of `nodes[src]`'s item `k` to `dst`, with its benefit (the fall of Σ (score − m)²), or `None` when
+/// The move of `item`, `nodes[src]`'s item `k`, to `dst`, with its benefit (the fall of Σ (score − m)²), or `None` when
 /// it would leave the destination above the source or above the plan band's top `m + plan_spread/2` (a
 /// destination overshot with fresh bundles could not shed them again within the grace period).
 fn weigh<'a>(
     nodes: &[Node<'a>],
+    item: &Item<'a>,
     sc: &[f64],
     m: f64,
     plan_spread: f64,
-    src: usize,
-    k: usize,
-    dst: usize,
+    (src, k, dst): (usize, usize, usize),
 ) -> Option<Weighed<'a>> {
-    let item = nodes[src].items.as_ref()?.get(k)?;
     let src_p = cost_model::shifted(&nodes[src].p, &nodes[src].cost, &item.traffic, -1.0);
     let dst_p = cost_model::shifted(&nodes[dst].p, &nodes[dst].cost, &item.traffic, 1.0);
     let (s1, d1) = (cost_model::score(&src_p), cost_model::score(&dst_p));

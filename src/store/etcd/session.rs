@@ -17,7 +17,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Weak;
 use std::time::Duration;
 
-use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{
+    Compare, CompareOp, GetOptions, LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn, TxnOp,
+    TxnOpResponse,
+};
 use tokio::time::Instant;
 
 use super::errors::{classify, Failure};
@@ -131,7 +134,7 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
             return;
         }
         let lease = inner.lease.load(Ordering::SeqCst);
-        let period = Duration::from_millis((ttl as u64 * 1000 / 15).max(100));
+        let period = renewal_period(ttl);
         let retry = Duration::from_millis((ttl as u64 * 1000 / 20).max(50));
         let Ok(conn) = inner.conn() else { return };
         // One keep-alive stream, and on its failure an endpoint switch and a pause, raced against the
@@ -205,17 +208,27 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
                     inner.session.acknowledged_now();
                     let Ok(conn) = inner.conn() else { return };
                     let new_lease = inner.lease.load(Ordering::SeqCst);
-                    let period = Duration::from_millis((ttl as u64 * 1000 / 15).max(100));
-                    tokio::select! {
-                        _ = inner.restore_ephemerals(old_lease) => break,
-                        why = renew(&inner, conn, new_lease, period) => {
-                            tracing::warn!(
-                                store = %inner.address(),
-                                "the new lease was not kept alive while ephemerals were re-created ({why}); granting another"
-                            );
-                            inner.lease.store(0, Ordering::SeqCst);
+                    let period = renewal_period(ttl);
+                    let renewing = async {
+                        match open_stream(&inner, conn, new_lease, patience(period)).await {
+                            Ok((keeper, stream)) => {
+                                renew(&inner, keeper, stream, new_lease, period).await
+                            }
+                            Err(failed) => failed,
                         }
-                    }
+                    };
+                    let why = tokio::select! {
+                        _ = inner.restore_ephemerals(old_lease) => break,
+                        failed = renewing => match failed {
+                            KeepAlive::Closed => return,
+                            KeepAlive::Lost(why) | KeepAlive::Disconnected(why) => why,
+                        },
+                    };
+                    tracing::warn!(
+                        store = %inner.address(),
+                        "the new lease was not kept alive while ephemerals were re-created ({why}); granting another"
+                    );
+                    inner.lease.store(0, Ordering::SeqCst);
                 }
                 inner.session.mark_up();
                 inner.session.reestablished();
@@ -225,39 +238,21 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
     }
 }
 
-/// Keeps `lease` alive every `period` without touching the session's state but its acknowledgements, until a
-/// renewal fails; returns why.
-async fn renew(inner: &Inner, conn: Conn, lease: i64, period: Duration) -> String {
-    let patience = (period * 15 / 4).max(period);
-    let mut client = conn.client;
-    let sent = Instant::now();
-    let (mut keeper, mut stream) =
-        match tokio::time::timeout(patience, client.lease_keep_alive(lease)).await {
-            Ok(Ok(pair)) => pair,
-            Ok(Err(e)) => return e.to_string(),
-            Err(_) => return "keep-alive stream did not open".into(),
-        };
-    inner.session.acknowledged(sent);
-    loop {
-        tokio::time::sleep(period).await;
-        let sent = Instant::now();
-        if let Err(e) = keeper.keep_alive().await {
-            return e.to_string();
-        }
-        match tokio::time::timeout(patience, stream.message()).await {
-            Ok(Ok(Some(resp))) if resp.ttl() > 0 => inner.session.acknowledged(sent),
-            Ok(Ok(Some(_))) => return "the server reports the lease expired".into(),
-            Ok(Ok(None)) => return "keep-alive stream ended".into(),
-            Ok(Err(e)) => return e.to_string(),
-            Err(_) => return "no keep-alive answer".into(),
-        }
-    }
-}
-
 enum KeepAlive {
     Lost(String),
     Disconnected(String),
     Closed,
+}
+
+/// How often a lease with `ttl` seconds is renewed.
+fn renewal_period(ttl: i64) -> Duration {
+    Duration::from_millis((ttl as u64 * 1000 / 15).max(100))
+}
+
+/// How long an answer may take before the connection counts as lost: longer than the period, so that a slow
+/// answer on a loaded machine does not make the store dial again; a quarter of the TTL.
+fn patience(period: Duration) -> Duration {
+    (period * 15 / 4).max(period)
 }
 
 /// Runs a keep-alive stream on one connection until it fails. The session's acknowledged send time is moved
@@ -270,30 +265,59 @@ async fn keep_alive(
     period: Duration,
     open_within: Duration,
 ) -> KeepAlive {
-    // How long an answer may take before the connection counts as lost: longer than the period, so that a
-    // slow answer on a loaded machine does not make the store dial again; a quarter of the TTL.
-    let patience = (period * 15 / 4).max(period);
-    let mut client = conn.client;
-    let sent = Instant::now();
-    let opened = tokio::time::timeout(open_within, client.lease_keep_alive(lease)).await;
-    let (mut keeper, mut stream) = match opened {
-        Ok(Ok(pair)) => pair,
-        Ok(Err(e)) => {
-            return match classify(e, "keep-alive", &inner.endpoints[conn.index]) {
-                Failure::Fatal(Error::SessionLost { reason }) => KeepAlive::Lost(reason),
-                Failure::Fatal(e) => KeepAlive::Disconnected(e.to_string()),
-                Failure::NotSent(r) | Failure::Ambiguous(r) => KeepAlive::Disconnected(r),
-            }
-        }
-        Err(_) => return KeepAlive::Disconnected("keep-alive stream did not open".into()),
+    let (keeper, stream) = match open_stream(inner, conn, lease, open_within).await {
+        Ok(pair) => pair,
+        Err(failed) => return failed,
     };
-    // Opening the stream sent one keep-alive and waited for an answer with a live lease.
-    inner.session.acknowledged(sent);
     // (The session is never lost here: the session loop declares it lost and re-establishes it before it
     // keeps a lease alive again, so this sends `Reconnected` alone.)
     if inner.session.reconnected() {
         tracing::info!(store = %inner.address(), "keep-alive restored");
     }
+    renew(inner, keeper, stream, lease, period).await
+}
+
+/// Opens a keep-alive stream for `lease`; opening it sends one keep-alive and waits for an answer with a live
+/// lease, which counts as acknowledged.
+async fn open_stream(
+    inner: &Inner,
+    conn: Conn,
+    lease: i64,
+    open_within: Duration,
+) -> Result<(LeaseKeeper, LeaseKeepAliveStream), KeepAlive> {
+    let mut client = conn.client;
+    let sent = Instant::now();
+    let opened = tokio::time::timeout(open_within, client.lease_keep_alive(lease)).await;
+    let pair = match opened {
+        Ok(Ok(pair)) => pair,
+        Ok(Err(e)) => {
+            return Err(
+                match classify(e, "keep-alive", &inner.endpoints[conn.index]) {
+                    Failure::Fatal(Error::SessionLost { reason }) => KeepAlive::Lost(reason),
+                    Failure::Fatal(e) => KeepAlive::Disconnected(e.to_string()),
+                    Failure::NotSent(r) | Failure::Ambiguous(r) => KeepAlive::Disconnected(r),
+                },
+            )
+        }
+        Err(_) => {
+            return Err(KeepAlive::Disconnected(
+                "keep-alive stream did not open".into(),
+            ))
+        }
+    };
+    inner.session.acknowledged(sent);
+    Ok(pair)
+}
+
+/// Renews `lease` on an open stream every `period` until a renewal fails or the store closes.
+async fn renew(
+    inner: &Inner,
+    mut keeper: LeaseKeeper,
+    mut stream: LeaseKeepAliveStream,
+    lease: i64,
+    period: Duration,
+) -> KeepAlive {
+    let patience = patience(period);
     loop {
         tokio::time::sleep(period).await;
         if inner.closed.load(Ordering::SeqCst) {
