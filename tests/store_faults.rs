@@ -582,6 +582,73 @@ async fn etcd_outage_longer_than_the_lease_restores_ephemerals() {
     assert!(got.stat.created_by_self);
 }
 
+/// A server so slow that re-creating a session's ephemerals outlasts the lease's TTL (what a whole cluster
+/// restarting did to etcd at 1,000 brokers): the new lease is kept alive while they are re-created, so every
+/// one comes back and stays, and the session is not lost again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_ephemerals_restored_more_slowly_than_the_lease_ttl_all_stay() {
+    const COUNT: usize = 40;
+    let session = Duration::from_secs(2);
+    let server = EtcdServer::start();
+    let target = server
+        .endpoint()
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let proxy = FaultProxy::start(target).await.unwrap();
+    let store = connect(&format!("etcd:http://{}", proxy.address()), session).await;
+    for i in 0..COUNT {
+        store
+            .put(
+                &format!("/slow/e{i:02}"),
+                b"mine",
+                None,
+                CreateOptions::EPHEMERAL,
+            )
+            .await
+            .unwrap();
+    }
+    let mut events = store.session_events();
+    proxy.partition();
+    wait_session_event(&mut events, WAIT, |e| e == SessionEvent::SessionLost).await;
+    // Every request and its answer now take 200 ms or more: re-creating 40 ephemerals one transaction at a
+    // time takes at least 8 s, four TTLs.
+    proxy.set_latency(Duration::from_millis(100));
+    proxy.heal();
+    let began = Instant::now();
+    wait_session_event(&mut events, Duration::from_secs(90), |e| {
+        e == SessionEvent::SessionReestablished
+    })
+    .await;
+    assert!(
+        began.elapsed() > session,
+        "the re-creation was meant to outlast the TTL ({:?})",
+        began.elapsed()
+    );
+    // Two more TTLs: a lease that expired during the re-creation would have taken its nodes with it by now.
+    tokio::time::sleep(session * 2 + Duration::from_secs(1)).await;
+    let observer = connect(&server.url(), Duration::from_secs(5)).await;
+    let held = observer.get_children("/slow").await.unwrap();
+    assert_eq!(held.len(), COUNT, "ephemerals still there: {held:?}");
+    for i in 0..COUNT {
+        let got = store
+            .get(&format!("/slow/e{i:02}"))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("/slow/e{i:02} restored"));
+        assert!(
+            got.stat.ephemeral && got.stat.created_by_self,
+            "{:?}",
+            got.stat
+        );
+    }
+    let later: Vec<SessionEvent> = std::iter::from_fn(|| events.try_next()).collect();
+    assert!(
+        !later.contains(&SessionEvent::SessionLost),
+        "the session was lost again: {later:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_changes_missed_while_disconnected_are_reported() {
     let mut cluster = EtcdCluster::start(3);

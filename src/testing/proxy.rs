@@ -8,15 +8,20 @@
 //!   (a client sees a connect that never answers, not a refusal).
 //! * [`FaultProxy::reset`]: every open connection is closed at once (what a crashed peer or a firewall that
 //!   rejects looks like); new ones work while the link is up.
+//! * [`FaultProxy::set_latency`]: every chunk of bytes is delivered that long after it was read, in both
+//!   directions, without limiting how many are in flight (a slow link or a server too busy to answer
+//!   promptly, as a whole cluster restarting makes it).
 //!
 //! Used by the fault tests to check that a store session is declared lost before the server can expire it.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 /// The state of the proxied link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +39,8 @@ pub struct FaultProxy {
     link: watch::Sender<Link>,
     /// Bumped by [`FaultProxy::reset`]; every connection task ends when it changes.
     epoch: watch::Sender<u64>,
+    /// Added to the delivery of every chunk; zero at the start.
+    latency: watch::Sender<Duration>,
     acceptor: JoinHandle<()>,
 }
 
@@ -44,13 +51,16 @@ impl FaultProxy {
         let address = listener.local_addr()?;
         let (link, _) = watch::channel(Link::Up);
         let (epoch, _) = watch::channel(0u64);
+        let (latency, _) = watch::channel(Duration::ZERO);
         let links = link.subscribe();
         let epochs = epoch.subscribe();
-        let acceptor = tokio::spawn(accept_loop(listener, target, links, epochs));
+        let latencies = latency.subscribe();
+        let acceptor = tokio::spawn(accept_loop(listener, target, links, epochs, latencies));
         Ok(FaultProxy {
             address,
             link,
             epoch,
+            latency,
             acceptor,
         })
     }
@@ -79,6 +89,12 @@ impl FaultProxy {
     pub fn reset(&self) {
         self.epoch.send_modify(|e| *e += 1);
     }
+
+    /// Delivers every chunk read from now on `latency` after it was read (one way; a request and its
+    /// answer take twice that). Zero turns it off.
+    pub fn set_latency(&self, latency: Duration) {
+        self.latency.send_replace(latency);
+    }
 }
 
 impl Drop for FaultProxy {
@@ -93,12 +109,14 @@ async fn accept_loop(
     target: SocketAddr,
     link: watch::Receiver<Link>,
     epoch: watch::Receiver<u64>,
+    latency: watch::Receiver<Duration>,
 ) {
     loop {
         let Ok((client, _)) = listener.accept().await else {
             continue;
         };
         let link = link.clone();
+        let latency = latency.clone();
         let mut epoch = epoch.clone();
         epoch.mark_unchanged();
         tokio::spawn(async move {
@@ -115,8 +133,8 @@ async fn accept_loop(
             let (client_read, client_write) = client.into_split();
             let (server_read, server_write) = server.into_split();
             tokio::select! {
-                _ = pump(client_read, server_write, link.clone()) => {}
-                _ = pump(server_read, client_write, link) => {}
+                _ = pump(client_read, server_write, link.clone(), latency.clone()) => {}
+                _ = pump(server_read, client_write, link, latency) => {}
                 _ = epoch.changed() => {}
             }
             // Dropping both halves of both sockets closes the connection on both sides.
@@ -125,26 +143,55 @@ async fn accept_loop(
 }
 
 /// Copies `from` to `to` while the link is up; during a partition reads nothing, so the sender's data waits
-/// in the kernel.
+/// in the kernel. A chunk is written the current latency after it was read, in order; reading goes on
+/// meanwhile, so a latency delays the bytes without throttling them.
 async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
+    to: tokio::net::tcp::OwnedWriteHalf,
+    mut link: watch::Receiver<Link>,
+    latency: watch::Receiver<Duration>,
+) {
+    let (chunks, queued) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let writer = deliver(queued, to, link.clone());
+    let reader = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            if link.wait_for(|l| *l == Link::Up).await.is_err() {
+                return;
+            }
+            let n = match from.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            let due = Instant::now() + *latency.borrow();
+            if chunks.send((due, buf[..n].to_vec())).is_err() {
+                return;
+            }
+        }
+    };
+    // A failed write ends the connection; an end of input is passed on once what was read before it is
+    // delivered.
+    tokio::pin!(writer);
+    tokio::select! {
+        _ = &mut writer => return,
+        _ = reader => {}
+    }
+    writer.await;
+}
+
+/// Writes queued chunks to `to`, each no earlier than its due time and only while the link is up.
+async fn deliver(
+    mut queued: mpsc::UnboundedReceiver<(Instant, Vec<u8>)>,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut link: watch::Receiver<Link>,
 ) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        if link.wait_for(|l| *l == Link::Up).await.is_err() {
-            return;
-        }
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
+    while let Some((due, bytes)) = queued.recv().await {
+        tokio::time::sleep_until(due).await;
         // Bytes read just before a partition are held until it heals, like any other.
         if link.wait_for(|l| *l == Link::Up).await.is_err() {
             return;
         }
-        if to.write_all(&buf[..n]).await.is_err() {
+        if to.write_all(&bytes).await.is_err() {
             return;
         }
     }
@@ -212,6 +259,26 @@ mod tests {
         assert_eq!(
             read_some(&mut s, Duration::from_secs(5)).await.unwrap(),
             b"late"
+        );
+    }
+
+    #[tokio::test]
+    async fn latency_delays_each_way_without_losing_bytes() {
+        let proxy = FaultProxy::start(echo_server().await).await.unwrap();
+        proxy.set_latency(Duration::from_millis(400));
+        let mut s = TcpStream::connect(proxy.address()).await.unwrap();
+        s.write_all(b"slow").await.unwrap();
+        // There and back: 800 ms at least, whatever the machine's speed.
+        assert_eq!(read_some(&mut s, Duration::from_millis(500)).await, None);
+        assert_eq!(
+            read_some(&mut s, Duration::from_secs(5)).await.unwrap(),
+            b"slow"
+        );
+        proxy.set_latency(Duration::ZERO);
+        s.write_all(b"fast").await.unwrap();
+        assert_eq!(
+            read_some(&mut s, Duration::from_secs(5)).await.unwrap(),
+            b"fast"
         );
     }
 
