@@ -145,12 +145,19 @@ pub(crate) fn block_on<F: std::future::Future<Output = CliResult>>(future: F) ->
         )
         .with_writer(std::io::stderr)
         .try_init();
-    tokio::runtime::Builder::new_multi_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::new(format!("cannot start the async runtime: {e}")))?
-        .block_on(future)
+        .map_err(|e| CliError::new(format!("cannot start the async runtime: {e}")))?;
+    let result = rt.block_on(future);
+    // The command is done: work still running (a store session closing on a server too busy to answer, a
+    // blocking name lookup) gets a few seconds and is then left to the process's exit.
+    rt.shutdown_timeout(SHUTDOWN_GRACE);
+    result
 }
+
+/// How long a finished command waits for its runtime's remaining work.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Reads a file, or standard input for `-`; errors name the file.
 /// At most [`crate::model::input::MAX_INPUT_BYTES`] are read.

@@ -250,12 +250,16 @@ pub(super) async fn start_members(
     started.into_iter().collect()
 }
 
-/// Stops members dead: tasks aborted, sessions closed (their ephemerals go at once).
+/// Stops members dead: tasks aborted, sessions closed (their ephemerals go at once). A close the server does
+/// not answer within [`CLOSE_LIMIT`] is given up: that session ends when the server expires it.
 pub(super) async fn stop_members(members: Vec<Member>) {
     stream::iter(members)
         .for_each_concurrent(64, |m| async move {
             drop(m.agent);
-            let _ = m.store.close().await;
+            let _ = tokio::time::timeout(CLOSE_LIMIT, m.store.close()).await;
         })
         .await;
 }
+
+/// How long one member's session close may take.
+const CLOSE_LIMIT: Duration = Duration::from_secs(10);

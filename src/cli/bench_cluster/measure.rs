@@ -80,7 +80,8 @@ pub(super) async fn run(b: ClusterBench) -> Result<(Figures, Option<String>), St
     let tenant = format!("bench-{pid}");
     let probe = format!("/loadmgr-bench-{pid}");
     let outcome = phases(&b, &options, &observer, &tenant, &probe).await;
-    // The bench's nodes go whatever happened.
+    // The bench's nodes go whatever happened; on a server still overloaded by a failed phase, within a
+    // bound (what is left is named, to be deleted by hand).
     for path in [
         paths::policies(&tenant),
         paths::local_policies(&tenant),
@@ -89,11 +90,20 @@ pub(super) async fn run(b: ClusterBench) -> Result<(Figures, Option<String>), St
         paths::ownership_namespace(&tenant),
         probe.clone(),
     ] {
-        let _ = observer.delete_recursive(&path).await;
+        match tokio::time::timeout(CLEANUP_LIMIT, observer.delete_recursive(&path)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("cannot delete the bench's {path}: {e}"),
+            Err(_) => tracing::warn!(
+                "the bench's {path} was not deleted within {CLEANUP_LIMIT:?}; delete it by hand"
+            ),
+        }
     }
-    let _ = observer.close().await;
+    let _ = tokio::time::timeout(CLEANUP_LIMIT, observer.close()).await;
     outcome
 }
+
+/// How long each step of the bench's clean-up may take.
+const CLEANUP_LIMIT: Duration = Duration::from_secs(60);
 
 async fn phases(
     b: &ClusterBench,
