@@ -5,7 +5,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::path::{join, parent_or_root};
-use super::{CreateOptions, Error, MetadataStore, Result, Stat, CREATE_ONLY};
+use super::{CreateOptions, Error, MetadataStore, Op, Result, Stat, CREATE_ONLY};
 use crate::model::json::to_json_vec;
 
 /// Typed JSON, create-only with `AlreadyExists`, explicit parents, recursive delete.
@@ -80,29 +80,61 @@ pub trait MetadataStoreExt: MetadataStore {
 
     /// Deletes `path` and everything below it, children first (Pulsar's `deleteRecursive`). Not atomic: a
     /// failure can leave part of the tree. Deleting `/` deletes everything below it.
+    ///
+    /// The tree is listed a level at a time, [`LIST_CONCURRENCY`] listings in flight, and deleted deepest
+    /// level first in batches of [`DELETE_BATCH`]: nodes of one level never contain each other. A batch that
+    /// fails because the tree changed meanwhile (a node already gone, a child just added) is retried one node
+    /// at a time. A tree of 100,000 nodes takes some thousands of round trips, not 200,000.
     async fn delete_recursive(&self, path: &str) -> Result<()> {
+        use futures::stream::{self, StreamExt, TryStreamExt};
         super::validate_path(path)?;
-        // Depth-first, iteratively (async recursion would need boxing): collect the tree, then delete leaves
-        // first.
-        let mut order = Vec::new();
-        let mut stack = vec![path.to_string()];
-        while let Some(p) = stack.pop() {
-            for child in self.get_children(&p).await? {
-                stack.push(join(&p, &child));
+        let mut levels: Vec<Vec<String>> = vec![vec![path.to_string()]];
+        loop {
+            let last = levels.last().expect("the root level");
+            let next: Vec<Vec<String>> = stream::iter(last.clone())
+                .map(|p: String| async move {
+                    let children = self.get_children(&p).await?;
+                    Ok::<_, Error>(children.iter().map(|c| join(&p, c)).collect())
+                })
+                .buffered(LIST_CONCURRENCY)
+                .try_collect()
+                .await?;
+            let next: Vec<String> = next.into_iter().flatten().collect();
+            if next.is_empty() {
+                break;
             }
-            order.push(p);
+            levels.push(next);
         }
-        for p in order.into_iter().rev() {
-            if p == "/" || p == "/zookeeper" || p.starts_with("/zookeeper/") {
-                continue;
-            }
-            match self.delete(&p, None).await {
-                Ok(()) | Err(Error::NotFound { .. }) => {}
-                Err(e) => return Err(e),
+        for level in levels.into_iter().rev() {
+            let nodes: Vec<String> = level
+                .into_iter()
+                .filter(|p| !(p == "/" || p == "/zookeeper" || p.starts_with("/zookeeper/")))
+                .collect();
+            for chunk in nodes.chunks(DELETE_BATCH) {
+                let ops = chunk.iter().map(|p| Op::delete(p.as_str())).collect();
+                match self.batch(ops).await {
+                    Ok(_) => {}
+                    Err(Error::NotFound { .. } | Error::NotEmpty { .. }) => {
+                        for p in chunk {
+                            match self.delete(p, None).await {
+                                Ok(()) | Err(Error::NotFound { .. }) => {}
+                                Err(e) => return Err(e),
+                            }
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         }
         Ok(())
     }
 }
+
+/// Listings in flight while [`MetadataStoreExt::delete_recursive`] walks a tree.
+pub const LIST_CONCURRENCY: usize = 32;
+
+/// Deletes per batch in [`MetadataStoreExt::delete_recursive`] (the backends split a batch over their own
+/// limits).
+pub const DELETE_BATCH: usize = 128;
 
 impl<S: MetadataStore + ?Sized> MetadataStoreExt for S {}

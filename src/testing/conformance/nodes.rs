@@ -4,7 +4,7 @@
 
 use crate::model::json::to_json_vec;
 use crate::model::{LeaderBroker, LocalBrokerData};
-use crate::store::{Backend, CreateOptions, Error, MetadataStoreExt, CREATE_ONLY};
+use crate::store::{Backend, CreateOptions, Error, MetadataStoreExt, Op, CREATE_ONLY};
 
 use super::{cleanup, put_in_batches, Sessions};
 
@@ -484,6 +484,27 @@ pub async fn parents_and_recursive_delete(sessions: &dyn Sessions, root: &str) {
         .put(&format!("{root}/p/e"), b"", None, CreateOptions::EPHEMERAL)
         .await
         .unwrap();
+    // More children than one delete batch, under two parents.
+    store
+        .create_parents(&format!("{root}/p/many/x"))
+        .await
+        .unwrap();
+    store
+        .create_parents(&format!("{root}/p/more/x"))
+        .await
+        .unwrap();
+    let wide: Vec<Op> = (0..300)
+        .map(|i| {
+            Op::put(
+                format!(
+                    "{root}/p/{}/n{i:03}",
+                    if i % 3 == 0 { "more" } else { "many" }
+                ),
+                b"x".to_vec(),
+            )
+        })
+        .collect();
+    store.batch(wide).await.unwrap();
     store.delete_recursive(&format!("{root}/p")).await.unwrap();
     assert!(!store.exists(&format!("{root}/p")).await.unwrap());
     assert!(store
