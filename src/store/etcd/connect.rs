@@ -30,7 +30,7 @@ use etcd_client as etcd;
 use etcd_client::GetOptions;
 use tokio::time::Instant;
 
-use super::errors::{classify, Failure};
+use super::errors::{classify, is_busy, Failure};
 use super::session::session_loop;
 use super::{Conn, EtcdStore, Inner};
 use crate::store::fanout::Fanout;
@@ -157,21 +157,29 @@ impl Inner {
             if let Some(t) = ticket {
                 t.done(matches!(outcome, Ok(Ok(_))));
             }
+            // A server too busy to answer keeps its connection (see `is_busy`); the pause below still
+            // applies.
+            let mut busy = false;
             let reason = match outcome {
                 Ok(Ok(v)) => return Ok(v),
-                Ok(Err(e)) => match classify(e, &what, &self.address()) {
-                    Failure::Fatal(e) => return Err(e),
-                    Failure::NotSent(reason) => reason,
-                    Failure::Ambiguous(reason) if idempotent => reason,
-                    Failure::Ambiguous(reason) => {
-                        self.rotate(conn.dial).await;
-                        return Err(Error::ConnectionLost {
-                            address: self.endpoints[conn.index].clone(),
-                            operation: what,
-                            reason,
-                        });
+                Ok(Err(e)) => {
+                    busy = is_busy(&e);
+                    match classify(e, &what, &self.address()) {
+                        Failure::Fatal(e) => return Err(e),
+                        Failure::NotSent(reason) => reason,
+                        Failure::Ambiguous(reason) if idempotent => reason,
+                        Failure::Ambiguous(reason) => {
+                            if !busy {
+                                self.rotate(conn.dial).await;
+                            }
+                            return Err(Error::ConnectionLost {
+                                address: self.endpoints[conn.index].clone(),
+                                operation: what,
+                                reason,
+                            });
+                        }
                     }
-                },
+                }
                 Err(_) if idempotent => "no answer".to_string(),
                 Err(_) => {
                     self.rotate(conn.dial).await;
@@ -181,7 +189,9 @@ impl Inner {
                     });
                 }
             };
-            self.rotate(conn.dial).await;
+            if !busy {
+                self.rotate(conn.dial).await;
+            }
             if Instant::now() + pause >= deadline {
                 return Err(Error::Unavailable {
                     address: self.address(),

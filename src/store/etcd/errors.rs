@@ -47,6 +47,19 @@ pub(super) fn classify(e: etcd::Error, operation: &str, address: &str) -> Failur
     }
 }
 
+/// Whether `e` is the server saying it is too busy to answer now: its apply loop is behind ("request timed
+/// out", "waiting for the applied index took too long") or too many requests wait. The connection works, so
+/// it is kept: dialling again would break this store's streams and add their re-creation to the busy server's
+/// load. What the failure means for the request itself is [`classify`]'s answer.
+pub(super) fn is_busy(e: &etcd::Error) -> bool {
+    matches!(e, etcd::Error::GRpcStatus(s) if busy_message(s.message()))
+}
+
+fn busy_message(msg: &str) -> bool {
+    msg.starts_with("etcdserver: request timed out")
+        || msg.starts_with("etcdserver: too many requests")
+}
+
 /// The meaning of a gRPC status with code `code` (a `tonic::Code` discriminant) and message `msg`.
 fn classify_status(code: i32, msg: &str, operation: &str, address: &str) -> Failure {
     let msg = msg.to_string();
@@ -221,6 +234,28 @@ mod tests {
                 message: "put /a: no such member".into()
             })
         );
+    }
+
+    #[test]
+    fn a_busy_server_is_told_from_a_broken_connection() {
+        for msg in [
+            "etcdserver: request timed out",
+            "etcdserver: request timed out, waiting for the applied index took too long",
+            "etcdserver: too many requests",
+        ] {
+            assert!(busy_message(msg), "{msg}");
+        }
+        for msg in [
+            "error trying to connect: refused",
+            "etcdserver: no leader",
+            "transport error",
+            "etcdserver: requested lease not found",
+        ] {
+            assert!(!busy_message(msg), "{msg}");
+        }
+        assert!(!is_busy(&etcd::Error::IoError(std::io::Error::other(
+            "etcdserver: request timed out"
+        ))));
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! (whole seconds, at least 2); a keep-alive goes out every TTL/15 (as Pulsar's session watcher probes), so
 //! the deadline below counts from a recent answer. A failed keep-alive stream is `ConnectionLost` (the store
 //! moves to the next endpoint and tries a new stream there every TTL/20, at least 50 ms, until one opens); a
-//! renewal after it `Reconnected`. The server saying the lease is gone, or [`crate::store::session::lost_after`] of the TTL
+//! renewal after it `Reconnected`. A keep-alive the server refuses as too busy (its apply loop behind) is no
+//! disconnection: it is retried on the same connection every renewal period, with no event. The server saying the lease is gone, or [`crate::store::session::lost_after`] of the TTL
 //! passing since the send time of the last acknowledged keep-alive (a timer of its own, whatever the stream
 //! or an endpoint switch is doing), is `SessionLost`: the loop grants a new lease (retried until it works or
 //! the store closes), re-creates the ephemerals on it (taking over keys still on the old lease, giving up
@@ -23,7 +24,7 @@ use etcd_client::{
 };
 use tokio::time::Instant;
 
-use super::errors::{classify, Failure};
+use super::errors::{classify, is_busy, Failure};
 use super::{Conn, Inner};
 use crate::store::{Error, Result};
 
@@ -128,6 +129,7 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
         inner.session.set_timeout(ttl_timeout(ttl));
         inner.session.acknowledged_now();
     }
+    let mut busy_warned: Option<Instant> = None;
     loop {
         let Some(inner) = weak.upgrade() else { return };
         if inner.closed.load(Ordering::SeqCst) {
@@ -157,6 +159,17 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
                     tokio::time::sleep(retry).await;
                     None
                 }
+                KeepAlive::Busy(reason) => {
+                    // The connection works: no new one, and no more keep-alives than a healthy server gets.
+                    // The deadline above still decides whether this costs the session.
+                    let now = Instant::now();
+                    if busy_warned.is_none_or(|at| now.duration_since(at) >= BUSY_WARNING_EVERY) {
+                        busy_warned = Some(now);
+                        tracing::warn!(store = %inner.address(), "keep-alive refused by a busy server: {reason}");
+                    }
+                    tokio::time::sleep(period).await;
+                    None
+                }
                 other => Some(other),
             }
         };
@@ -175,8 +188,8 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
             }
         };
         match outcome {
-            // A disconnection was handled in the attempt: the next one starts.
-            None | Some(KeepAlive::Disconnected(_)) => continue,
+            // A disconnection or a busy answer was handled in the attempt: the next one starts.
+            None | Some(KeepAlive::Disconnected(_) | KeepAlive::Busy(_)) => continue,
             Some(KeepAlive::Closed) => return,
             Some(KeepAlive::Lost(reason)) => {
                 tracing::warn!(store = %inner.address(), "lease lost: {reason}");
@@ -221,7 +234,9 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
                         _ = inner.restore_ephemerals(old_lease) => break,
                         failed = renewing => match failed {
                             KeepAlive::Closed => return,
-                            KeepAlive::Lost(why) | KeepAlive::Disconnected(why) => why,
+                            KeepAlive::Lost(why)
+                            | KeepAlive::Disconnected(why)
+                            | KeepAlive::Busy(why) => why,
                         },
                     };
                     tracing::warn!(
@@ -241,8 +256,13 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
 enum KeepAlive {
     Lost(String),
     Disconnected(String),
+    /// The server answered that it is too busy (see [`is_busy`]); the connection is fine.
+    Busy(String),
     Closed,
 }
+
+/// How often a store warns that a busy server refused its keep-alives.
+const BUSY_WARNING_EVERY: Duration = Duration::from_secs(10);
 
 /// How often a lease with `ttl` seconds is renewed.
 fn renewal_period(ttl: i64) -> Duration {
@@ -290,6 +310,7 @@ async fn open_stream(
     let opened = tokio::time::timeout(open_within, client.lease_keep_alive(lease)).await;
     let pair = match opened {
         Ok(Ok(pair)) => pair,
+        Ok(Err(e)) if is_busy(&e) => return Err(KeepAlive::Busy(e.to_string())),
         Ok(Err(e)) => {
             return Err(
                 match classify(e, "keep-alive", &inner.endpoints[conn.index]) {
@@ -338,6 +359,7 @@ async fn renew(
                 return KeepAlive::Lost("the server reports the lease expired".into())
             }
             Ok(Ok(None)) => return KeepAlive::Disconnected("keep-alive stream ended".into()),
+            Ok(Err(e)) if is_busy(&e) => return KeepAlive::Busy(e.to_string()),
             Ok(Err(e)) => return KeepAlive::Disconnected(e.to_string()),
             Err(_) => return KeepAlive::Disconnected("no keep-alive answer".into()),
         }
