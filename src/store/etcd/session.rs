@@ -163,7 +163,7 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
                     // The connection works: no new one, and no more keep-alives than a healthy server gets.
                     // The deadline above still decides whether this costs the session.
                     let now = Instant::now();
-                    if busy_warned.is_none_or(|at| now.duration_since(at) >= BUSY_WARNING_EVERY) {
+                    if busy_warned.map_or(true, |at| now.duration_since(at) >= BUSY_WARNING_EVERY) {
                         busy_warned = Some(now);
                         tracing::warn!(store = %inner.address(), "keep-alive refused by a busy server: {reason}");
                     }
