@@ -365,6 +365,34 @@ async fn lookups_reports_flush_and_orphans() {
     }
 }
 
+/// A web service started while its store is cut off for a moment (a broker started just as its store
+/// restarts: a chaos trial saw the broker exit) waits for the store instead of failing the broker.
+#[tokio::test(start_paused = true)]
+async fn the_web_service_waits_out_a_short_store_outage_at_start() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut s = settings();
+    s.bind_address = "127.0.0.1".into();
+    let node = start(&store_name(), port, &s, &profile(0)).await;
+    node.memory.disconnect();
+    let memory = node.memory.clone();
+    let back = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        memory.reconnect();
+    });
+    let mut web_settings = s.clone();
+    web_settings.advertised_address = Some("127.0.0.1".into());
+    web_settings.web_service_port = Some(port as i32);
+    let web = loadmgr::runtime::http::WebService::start(node.agent(), &web_settings)
+        .await
+        .expect("the web service waits for the store");
+    assert!(back.is_finished(), "started only once the store was back");
+    assert_eq!(web.addresses().len(), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn lookup_without_leader_or_namespace_is_a_clear_error() {
     let name = store_name();

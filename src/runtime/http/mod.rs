@@ -213,6 +213,32 @@ pub(crate) fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// How long a starting web service retries the first read of its cluster view while the store is briefly
+/// unreachable.
+const VIEW_START_PATIENCE: Duration = Duration::from_secs(30);
+
+/// The cluster view, its first read retried with exponential backoff for [`VIEW_START_PATIENCE`] on a transient
+/// store failure (a broker started while its store restarts or elects), each retry logged; anything else
+/// fails at once.
+async fn start_view(store: &crate::store::DynStore) -> Result<ClusterView, RuntimeError> {
+    use backon::{ExponentialBuilder, Retryable};
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(2))
+        .with_total_delay(Some(VIEW_START_PATIENCE))
+        .without_max_times();
+    let view = (|| ClusterView::start(store.clone()))
+        .retry(backoff)
+        .when(|e: &crate::store::Error| e.is_transient())
+        .notify(|e, after| {
+            tracing::warn!(
+                "web service: cannot read the cluster view yet ({e}); trying again in {after:?}"
+            )
+        })
+        .await?;
+    Ok(view)
+}
+
 impl WebService {
     /// Starts the web service of `agent` with `settings` (`bindAddress`, `webServicePort`,
     /// `webServicePortTls` with `tlsCertificateFilePath` and `tlsKeyFilePath`, `tlsTrustCertsFilePath`, the
@@ -247,7 +273,7 @@ impl WebService {
             _ => None,
         };
         let sh = agent.shared();
-        let view = ClusterView::start(sh.store.clone()).await?;
+        let view = start_view(&sh.store).await?;
         let state = AppState {
             inner: Arc::new(Inner {
                 sh,
