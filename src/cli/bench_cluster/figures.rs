@@ -135,6 +135,9 @@ pub(super) struct Figures {
     pub(super) shedding_ticks: usize,
     pub(super) failover: Option<Failover>,
     pub(super) restart_s: Option<f64>,
+    /// Deleting the bench's namespaces, records, bundle data and ownership folders at the end: seconds, and
+    /// whether every tree went within its limit.
+    pub(super) cleanup: Option<(f64, bool)>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -208,6 +211,10 @@ impl Figures {
                 "orphanedBundles": f.orphaned,
             })),
             "fullRestartSeconds": self.restart_s,
+            "cleanup": self.cleanup.map(|(seconds, complete)| json!({
+                "seconds": seconds,
+                "complete": complete,
+            })),
         })
     }
 
@@ -355,6 +362,16 @@ impl Figures {
             self.restart_s
                 .map_or("skipped".into(), |s| format!("{s:.2} s")),
         );
+        if let Some((seconds, complete)) = self.cleanup {
+            row(
+                "clean-up: the bench's nodes deleted",
+                if complete {
+                    format!("{seconds:.2} s")
+                } else {
+                    format!("{seconds:.2} s, not all (see the warnings)")
+                },
+            );
+        }
         t
     }
 }

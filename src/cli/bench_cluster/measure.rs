@@ -79,9 +79,11 @@ pub(super) async fn run(b: ClusterBench) -> Result<(Figures, Option<String>), St
     let pid = std::process::id();
     let tenant = format!("bench-{pid}");
     let probe = format!("/loadmgr-bench-{pid}");
-    let outcome = phases(&b, &options, &observer, &tenant, &probe).await;
+    let mut outcome = phases(&b, &options, &observer, &tenant, &probe).await;
     // The bench's nodes go whatever happened; on a server still overloaded by a failed phase, within a
     // bound (what is left is named, to be deleted by hand).
+    let began = Instant::now();
+    let mut complete = true;
     for path in [
         paths::policies(&tenant),
         paths::local_policies(&tenant),
@@ -92,11 +94,20 @@ pub(super) async fn run(b: ClusterBench) -> Result<(Figures, Option<String>), St
     ] {
         match tokio::time::timeout(CLEANUP_LIMIT, observer.delete_recursive(&path)).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!("cannot delete the bench's {path}: {e}"),
-            Err(_) => tracing::warn!(
-                "the bench's {path} was not deleted within {CLEANUP_LIMIT:?}; delete it by hand"
-            ),
+            Ok(Err(e)) => {
+                complete = false;
+                tracing::warn!("cannot delete the bench's {path}: {e}")
+            }
+            Err(_) => {
+                complete = false;
+                tracing::warn!(
+                    "the bench's {path} was not deleted within {CLEANUP_LIMIT:?}; delete it by hand"
+                )
+            }
         }
+    }
+    if let Ok((f, _)) = &mut outcome {
+        f.cleanup = Some((began.elapsed().as_secs_f64(), complete));
     }
     let _ = tokio::time::timeout(CLEANUP_LIMIT, observer.close()).await;
     outcome
