@@ -56,7 +56,9 @@ pub(super) fn is_busy(e: &etcd::Error) -> bool {
 }
 
 fn busy_message(msg: &str) -> bool {
-    msg.starts_with("etcdserver: request timed out")
+    // "request timed out, possibly due to previous leader failure" (or "…connection lost") is about the
+    // member's leader, not its load: another member may do better, so those still move on.
+    (msg.starts_with("etcdserver: request timed out") && !msg.contains("possibly due to"))
         || msg.starts_with("etcdserver: too many requests")
 }
 
@@ -250,6 +252,8 @@ mod tests {
             "etcdserver: no leader",
             "transport error",
             "etcdserver: requested lease not found",
+            "etcdserver: request timed out, possibly due to previous leader failure",
+            "etcdserver: request timed out, possibly due to connection lost",
         ] {
             assert!(!busy_message(msg), "{msg}");
         }

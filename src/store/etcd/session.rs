@@ -39,8 +39,9 @@ impl Inner {
         }
     }
 
-    /// Re-creates registered ephemerals on the current lease (skipping keys someone else holds).
-    async fn restore_ephemerals(&self, old_lease: i64) {
+    /// Re-creates registered ephemerals on the current lease; see [`Inner::restore_one`]. `ours` are the
+    /// session's earlier leases: a node still on one of them is moved to the current lease.
+    async fn restore_ephemerals(&self, ours: &[i64]) {
         let entries: Vec<(String, Vec<u8>)> = self
             .ephemerals
             .lock()
@@ -52,55 +53,72 @@ impl Inner {
             return;
         };
         for (path, value) in entries {
+            self.restore_one(&path, &value, lease, ours).await;
+        }
+    }
+
+    /// Re-creates one ephemeral on `lease`: created if absent; moved if it is still on one of `ours` (not yet
+    /// expired by the server); left as it is if already on `lease`; given up (and forgotten) if anyone else
+    /// holds it. A node that changes between the read and the move (its old lease expiring just then) is
+    /// read again, up to [`RESTORE_ATTEMPTS`] times.
+    async fn restore_one(&self, path: &str, value: &[u8], lease: i64, ours: &[i64]) {
+        for _ in 0..RESTORE_ATTEMPTS {
             let txn = Txn::new()
-                .when([Compare::create_revision(path.as_str(), CompareOp::Equal, 0)])
+                .when([Compare::create_revision(path, CompareOp::Equal, 0)])
                 .and_then([TxnOp::put(
-                    path.as_str(),
-                    value.clone(),
+                    path,
+                    value.to_vec(),
                     Some(PutOptions::new().with_lease(lease)),
                 )])
-                .or_else([TxnOp::get(
-                    path.as_str(),
-                    Some(GetOptions::new().with_keys_only()),
-                )]);
-            match self.txn("restore", &path, txn).await {
-                Ok(r) if r.succeeded() => tracing::info!("re-created ephemeral {path}"),
-                Ok(r) => {
-                    // Still there on the old lease (not yet expired server-side): move it to the new one.
-                    let old = r.op_responses().into_iter().find_map(|o| match o {
-                        TxnOpResponse::Get(g) => g.kvs().first().cloned(),
-                        _ => None,
-                    });
-                    match old {
-                        Some(kv) if kv.lease() == old_lease && old_lease != 0 => {
-                            let t = Txn::new()
-                                .when([Compare::mod_revision(
-                                    path.as_str(),
-                                    CompareOp::Equal,
-                                    kv.mod_revision(),
-                                )])
-                                .and_then([TxnOp::put(
-                                    path.as_str(),
-                                    value.clone(),
-                                    Some(PutOptions::new().with_lease(lease)),
-                                )]);
-                            if let Err(e) = self.txn("restore", &path, t).await {
-                                tracing::warn!(
-                                    "cannot move ephemeral {path} to the new lease: {e}"
-                                );
-                            }
-                        }
-                        _ => {
-                            tracing::warn!(
-                                "ephemeral {path} is held by someone else; not re-created"
-                            );
-                            self.ephemerals.lock().unwrap().remove(&path);
-                        }
-                    }
+                .or_else([TxnOp::get(path, Some(GetOptions::new().with_keys_only()))]);
+            let found = match self.txn("restore", path, txn).await {
+                Ok(r) if r.succeeded() => {
+                    tracing::info!("re-created ephemeral {path}");
+                    return;
                 }
-                Err(e) => tracing::warn!("cannot re-create ephemeral {path}: {e}"),
+                Ok(r) => r.op_responses().into_iter().find_map(|o| match o {
+                    TxnOpResponse::Get(g) => g.kvs().first().cloned(),
+                    _ => None,
+                }),
+                Err(e) => {
+                    tracing::warn!("cannot re-create ephemeral {path}: {e}");
+                    return;
+                }
+            };
+            // Gone between the compare and the read: create it again.
+            let Some(kv) = found else { continue };
+            if kv.lease() == lease {
+                return;
+            }
+            if kv.lease() == 0 || !ours.contains(&kv.lease()) {
+                tracing::warn!("ephemeral {path} is held by someone else; not re-created");
+                self.ephemerals.lock().unwrap().remove(path);
+                return;
+            }
+            let moved = Txn::new()
+                .when([Compare::mod_revision(
+                    path,
+                    CompareOp::Equal,
+                    kv.mod_revision(),
+                )])
+                .and_then([TxnOp::put(
+                    path,
+                    value.to_vec(),
+                    Some(PutOptions::new().with_lease(lease)),
+                )]);
+            match self.txn("restore", path, moved).await {
+                Ok(r) if r.succeeded() => return,
+                // Changed meanwhile (most likely the old lease expired and took it): look again.
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!("cannot move ephemeral {path} to the new lease: {e}");
+                    return;
+                }
             }
         }
+        tracing::warn!(
+            "ephemeral {path} kept changing; not re-created after {RESTORE_ATTEMPTS} attempts"
+        );
     }
 
     /// Grants a lease with the session timeout as TTL (whole seconds, at least 2); returns its id and the
@@ -198,8 +216,9 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
                 // A new lease, retried until it works or the store closes; the ephemerals are re-created on it
                 // while it is kept alive, since on a busy server re-creating a broker's hundred ownership nodes
                 // one by one can outlast the TTL (then every later re-creation failed with "lease not found",
-                // the session was lost again, and a whole cluster's restart never settled).
-                let old_lease = lease;
+                // the session was lost again, and a whole cluster's restart never settled). Nodes on any
+                // earlier lease of this session are ours to move.
+                let mut ours = vec![lease];
                 loop {
                     if inner.closed.load(Ordering::SeqCst) {
                         return;
@@ -231,7 +250,7 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
                         }
                     };
                     let why = tokio::select! {
-                        _ = inner.restore_ephemerals(old_lease) => break,
+                        _ = inner.restore_ephemerals(&ours) => break,
                         failed = renewing => match failed {
                             KeepAlive::Closed => return,
                             KeepAlive::Lost(why)
@@ -243,6 +262,7 @@ pub(super) async fn session_loop(weak: Weak<Inner>, mut ttl: i64) {
                         store = %inner.address(),
                         "the new lease was not kept alive while ephemerals were re-created ({why}); granting another"
                     );
+                    ours.push(new_lease);
                     inner.lease.store(0, Ordering::SeqCst);
                 }
                 inner.session.mark_up();
@@ -260,6 +280,9 @@ enum KeepAlive {
     Busy(String),
     Closed,
 }
+
+/// Reads of one ephemeral that changed between the read and its move before the restore gives up on it.
+const RESTORE_ATTEMPTS: usize = 5;
 
 /// How often a store warns that a busy server refused its keep-alives.
 const BUSY_WARNING_EVERY: Duration = Duration::from_secs(10);
