@@ -114,26 +114,17 @@ async fn connect_at_start(
 }
 
 /// Opens the store for a starting broker: a transient failure (a timeout, the server unavailable) is retried
-/// with exponential backoff for [`START_RETRY_FOR`], each retry logged, so a store that is slow for a moment
-/// (an etcd server stalled on fsync or busy with a whole cluster's restart, a ZooKeeper ensemble electing)
-/// does not stop the broker; anything else fails at once. `loadmgr bench cluster` starts its agents with it.
+/// for [`START_RETRY_FOR`] ([`store::retry_transient`]), so a store that is slow for a moment (an etcd server
+/// stalled on fsync or busy with a whole cluster's restart, a ZooKeeper ensemble electing) does not stop the
+/// broker; anything else fails at once. `loadmgr bench cluster` starts its agents with it.
 pub(crate) async fn open_at_start(
     url: &str,
     options: StoreOptions,
 ) -> Result<DynStore, store::Error> {
-    use backon::{ExponentialBuilder, Retryable};
-    let backoff = ExponentialBuilder::default()
-        .with_min_delay(std::time::Duration::from_millis(200))
-        .with_max_delay(std::time::Duration::from_secs(3))
-        .with_total_delay(Some(START_RETRY_FOR))
-        .without_max_times();
-    (|| store::connect(url, options.clone()))
-        .retry(backoff)
-        .when(|e: &store::Error| e.is_transient())
-        .notify(|e, after| {
-            tracing::warn!("cannot open the store {url} yet ({e}); trying again in {after:?}")
-        })
-        .await
+    store::retry_transient(&format!("open the store {url}"), START_RETRY_FOR, || {
+        store::connect(url, options.clone())
+    })
+    .await
 }
 
 /// Logging to stderr with `LOADMGR_LOG` (default `default`; the store clients' own connection chatter

@@ -43,6 +43,7 @@ pub mod memory;
 mod options;
 mod path;
 mod reach;
+mod retry;
 mod session;
 mod url;
 mod validity;
@@ -61,6 +62,7 @@ use tokio::sync::mpsc;
 pub use ext::MetadataStoreExt;
 pub use options::{Credentials, StoreOptions, TlsFiles, ZkAcl};
 pub use path::{parent, validate_path};
+pub use retry::retry_transient;
 pub use url::StoreUrl;
 pub use validity::SessionValidity;
 

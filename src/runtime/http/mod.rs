@@ -217,25 +217,16 @@ pub(crate) fn router(state: AppState) -> Router {
 /// unreachable.
 const VIEW_START_PATIENCE: Duration = Duration::from_secs(30);
 
-/// The cluster view, its first read retried with exponential backoff for [`VIEW_START_PATIENCE`] on a transient
-/// store failure (a broker started while its store restarts or elects), each retry logged; anything else
-/// fails at once.
+/// The cluster view, its first read retried on a transient store failure (a broker started while its store
+/// restarts or elects) for [`VIEW_START_PATIENCE`] ([`crate::store::retry_transient`]); anything else fails at
+/// once.
 async fn start_view(store: &crate::store::DynStore) -> Result<ClusterView, RuntimeError> {
-    use backon::{ExponentialBuilder, Retryable};
-    let backoff = ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(Duration::from_secs(2))
-        .with_total_delay(Some(VIEW_START_PATIENCE))
-        .without_max_times();
-    let view = (|| ClusterView::start(store.clone()))
-        .retry(backoff)
-        .when(|e: &crate::store::Error| e.is_transient())
-        .notify(|e, after| {
-            tracing::warn!(
-                "web service: cannot read the cluster view yet ({e}); trying again in {after:?}"
-            )
-        })
-        .await?;
+    let view = crate::store::retry_transient(
+        "read the cluster view for the web service",
+        VIEW_START_PATIENCE,
+        || ClusterView::start(store.clone()),
+    )
+    .await?;
     Ok(view)
 }
 

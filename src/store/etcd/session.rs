@@ -8,11 +8,12 @@
 //! the deadline below counts from a recent answer. A failed keep-alive stream is `ConnectionLost` (the store
 //! moves to the next endpoint and tries a new stream there every TTL/20, at least 50 ms, until one opens); a
 //! renewal after it `Reconnected`. A keep-alive the server refuses as too busy (its apply loop behind) is no
-//! disconnection: it is retried on the same connection every renewal period, with no event. The server saying the lease is gone, or [`crate::store::session::lost_after`] of the TTL
-//! passing since the send time of the last acknowledged keep-alive (a timer of its own, whatever the stream
-//! or an endpoint switch is doing), is `SessionLost`: the loop grants a new lease (retried until it works or
-//! the store closes), re-creates the ephemerals on it (taking over keys still on the old lease, giving up
-//! keys someone else holds) and sends `Reconnected`, `SessionReestablished`.
+//! disconnection: it is retried on the same connection every renewal period, with no event. The server
+//! saying the lease is gone, or [`crate::store::session::lost_after`] of the TTL passing since the send time
+//! of the last acknowledged keep-alive (a timer of its own, whatever the stream or an endpoint switch is
+//! doing), is `SessionLost`: the loop grants a new lease (retried until it works or the store closes),
+//! re-creates the ephemerals on it while keeping it alive (taking over keys still on an earlier lease of the
+//! session, giving up keys someone else holds) and sends `Reconnected`, `SessionReestablished`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Weak;
