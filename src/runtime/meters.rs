@@ -330,19 +330,12 @@ impl MetadataStore for MeteredStore {
         let t = Instant::now();
         let r = self.inner.watch(prefix).await;
         self.meters.store_call("watch", t, &r);
-        let mut inner = r?;
-        // Counted on the way through: a task per watch forwards what the store delivers.
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        // Counted as the consumer takes them. A task forwarding them into a channel of its own per watch let
+        // the leader see a request before the ownership change that came first (see `EventStream::observed`).
         let counter = self.meters.watch_events.clone();
-        tokio::spawn(async move {
-            while let Some(n) = inner.next().await {
-                counter.inc();
-                if tx.send(n).is_err() {
-                    return;
-                }
-            }
-        });
-        Ok(NotificationStream::new(rx))
+        Ok(r?.observed(move |_| {
+            counter.inc();
+        }))
     }
 
     fn session_events(&self) -> SessionEventStream {
@@ -363,5 +356,55 @@ impl MetadataStore for MeteredStore {
 
     async fn close(&self) -> Result<()> {
         self.inner.close().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use crate::store::CreateOptions;
+
+    /// The leader takes ownership changes before requests: that is only sound if a metered store hands each
+    /// watch's notifications out in the order the store delivered them across watches. A forwarding task per
+    /// watch broke it (an unload's new owner was not yet known when the split that followed it came in).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn notifications_of_two_watches_keep_the_store_order() {
+        let meters = Meters::default();
+        let store = MeteredStore::wrap(Arc::new(MemoryStore::new()), meters.clone());
+        let mut first = store.watch("/first").await.unwrap();
+        let mut second = store.watch("/second").await.unwrap();
+        let mut taken = 0;
+        for i in 0..500 {
+            let v = i.to_string().into_bytes();
+            store
+                .put(&format!("/first/{i}"), &v, None, CreateOptions::PERSISTENT)
+                .await
+                .unwrap();
+            store
+                .put(&format!("/second/{i}"), &v, None, CreateOptions::PERSISTENT)
+                .await
+                .unwrap();
+            // (Parents' notifications come too.)
+            loop {
+                let n = second.next().await.unwrap();
+                taken += 1;
+                if n.path == format!("/second/{i}") {
+                    break;
+                }
+            }
+            // Everything written under /first before it is already there to take.
+            loop {
+                match first.try_next() {
+                    Some(n) if n.path == format!("/first/{i}") => {
+                        taken += 1;
+                        break;
+                    }
+                    Some(_) => taken += 1,
+                    None => panic!("/second/{i} was handed out before /first/{i}"),
+                }
+            }
+        }
+        assert!(meters.watch_events.get() >= taken);
     }
 }

@@ -475,9 +475,22 @@ impl SessionEvent {
 }
 
 /// A stream of items from a store; ends when the store is closed. Dropping it unsubscribes.
-#[derive(Debug)]
 pub struct EventStream<T> {
     receiver: mpsc::UnboundedReceiver<T>,
+    /// Called with each item as it is taken (see [`EventStream::observed`]).
+    observer: Option<Observer<T>>,
+}
+
+/// What [`EventStream::observed`] calls with each item.
+type Observer<T> = Box<dyn Fn(&T) + Send + Sync>;
+
+impl<T> std::fmt::Debug for EventStream<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventStream")
+            .field("queued", &self.receiver.len())
+            .field("observed", &self.observer.is_some())
+            .finish()
+    }
 }
 
 /// Change notifications for a path prefix.
@@ -487,17 +500,39 @@ pub type SessionEventStream = EventStream<SessionEvent>;
 
 impl<T> EventStream<T> {
     pub(crate) fn new(receiver: mpsc::UnboundedReceiver<T>) -> Self {
-        EventStream { receiver }
+        EventStream {
+            receiver,
+            observer: None,
+        }
+    }
+
+    /// The same stream, with `observer` called on each item as the consumer takes it (to count them).
+    ///
+    /// The items stay in the store's own queue: unlike a task that forwards them into a new channel, this keeps
+    /// the order the store delivered them in across the streams of one session. A consumer that prefers one
+    /// stream's items (the leader takes ownership changes before requests) relies on that order.
+    pub fn observed(mut self, observer: impl Fn(&T) + Send + Sync + 'static) -> Self {
+        self.observer = Some(Box::new(observer));
+        self
+    }
+
+    fn taken(&self, item: Option<T>) -> Option<T> {
+        if let (Some(observe), Some(item)) = (&self.observer, &item) {
+            observe(item);
+        }
+        item
     }
 
     /// The next item, or `None` once the store is closed.
     pub async fn next(&mut self) -> Option<T> {
-        self.receiver.recv().await
+        let item = self.receiver.recv().await;
+        self.taken(item)
     }
 
     /// The next item if one is already queued.
     pub fn try_next(&mut self) -> Option<T> {
-        self.receiver.try_recv().ok()
+        let item = self.receiver.try_recv().ok();
+        self.taken(item)
     }
 }
 
@@ -505,7 +540,10 @@ impl<T> Stream for EventStream<T> {
     type Item = T;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
-        self.receiver.poll_recv(cx)
+        match self.receiver.poll_recv(cx) {
+            Poll::Ready(item) => Poll::Ready(self.taken(item)),
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 

@@ -249,7 +249,10 @@ impl Cluster {
             .arg(self.dir.path().join("profile.json"))
             .arg("--serving-log")
             .arg(&serving_log)
-            .env("LOADMGR_LOG", "info")
+            .env(
+                "LOADMGR_LOG",
+                "info,loadmgr::store::zookeeper::session=debug,loadmgr::store::etcd::session=debug",
+            )
             .env("NO_COLOR", "1")
             .stdout(out.try_clone().unwrap())
             .stderr(out)

@@ -287,7 +287,8 @@ pub async fn run(
     };
     let result = inject(cluster, prober, fault, rng, &mut trial, t0).await;
     if let Err(e) = result {
-        trial.failure = Some(e);
+        // The brokers' logs say why (they are gone with the run's directory).
+        trial.failure = Some(format!("{e}\n{}", cluster.tail_logs()));
     }
     match cluster.settle(Duration::from_secs(60)).await {
         Ok(_) => {}
