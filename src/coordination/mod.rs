@@ -7,8 +7,11 @@
 //!
 //! * absent → create it (create-only, ephemeral); whoever's create succeeds holds it;
 //! * present with an equal value, created by this session → it is ours (adopt it);
-//! * present with an equal value from another session, or with another value created by this session → a
-//!   stale node of ours: delete it with its version and claim again (Pulsar's rule: holder values must be
+//! * present with another value, created by this session → ours with an older value (an update lost while
+//!   the connection was down): write the value in place, with its version. Pulsar deletes and re-creates it
+//!   instead; for a registration that is a broker gone for an instant, and the leader moves its bundles;
+//! * present with an equal value from another session → a stale node of ours (an earlier session the server
+//!   has not expired yet): delete it with its version and claim again (Pulsar's rule: holder values must be
 //!   unique per holder, e.g. contain the broker id);
 //! * present otherwise (or persistent) → someone else holds it.
 //!
@@ -72,7 +75,25 @@ pub(crate) async fn claim(store: &DynStore, path: &str, value: &[u8]) -> Result<
                 if found.stat.created_by_self && same {
                     return Ok(Claim::Held(found.stat.guard()));
                 }
-                if same || found.stat.created_by_self {
+                if found.stat.created_by_self {
+                    // Ours, in this session, with an older value (an update that failed while the connection
+                    // was down): written in place. Pulsar deletes and re-creates it, which makes the node
+                    // vanish for an instant: a broker's registration gone is a dead broker to the leader.
+                    match store
+                        .put(
+                            path,
+                            value,
+                            Some(found.stat.version),
+                            CreateOptions::EPHEMERAL,
+                        )
+                        .await
+                    {
+                        Ok(stat) => return Ok(Claim::Held(stat.guard())),
+                        Err(Error::BadVersion { .. }) | Err(Error::NotFound { .. }) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                if same {
                     tracing::info!(path, "removing a stale node of ours before claiming");
                     match store.delete(path, Some(found.stat.version)).await {
                         Ok(()) | Err(Error::NotFound { .. }) | Err(Error::BadVersion { .. }) => {
