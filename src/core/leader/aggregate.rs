@@ -72,6 +72,11 @@ impl Leader {
         for (bundle, owner) in state.owners {
             self.owners.insert(bundle, owner);
         }
+        // Hints a previous leader wrote, against the nodes of older ranges found now.
+        let owned: Vec<String> = self.owners.keys().cloned().collect();
+        for bundle in owned {
+            self.clear_overlap_hints(&bundle);
+        }
         if let Some(c) = state.cluster {
             self.on_cluster_policies(c);
         }

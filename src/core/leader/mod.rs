@@ -230,6 +230,7 @@ impl Leader {
             Event::BrokerGone { broker } => self.on_broker_gone(now, &broker),
             Event::OwnerSeen { bundle, owner } => {
                 self.owners.insert(bundle.clone(), owner);
+                self.clear_overlap_hints(&bundle);
                 self.reconcile(now, &bundle);
             }
             Event::OwnerGone { bundle } => {

@@ -27,6 +27,8 @@ pub(super) enum RecordKind {
     Completed,
     /// An owned bundle adopted as is.
     Adopted,
+    /// The `noOverlap` hint withdrawn ([`Leader::clear_overlap_hints`]).
+    HintCleared,
 }
 
 /// A record write awaiting its outcome, with the record it replaced.
@@ -398,6 +400,7 @@ impl Leader {
                 format!("move completed in {} ms", now - rec.created_ms)
             }
             RecordKind::Adopted => format!("record written: {}", rec.reason),
+            RecordKind::HintCleared => format!("overlap hint withdrawn: {}", rec.reason),
         };
         if self.wants(Level::Info) {
             self.emit(Command::Log {
@@ -504,9 +507,45 @@ impl Leader {
         rec.state = AssignmentState::Assigned;
         rec.updated_ms = now;
         rec.unload_after_acquire = false;
-        // A hint for the acquisition this record asked for, not for a later one (a restarted destination).
-        rec.no_overlap = false;
+        // Kept for a later acquisition by the same destination (after it restarted) while it still holds: the
+        // record lives only while the bundle is one of its namespace's (a split deletes it in the same write
+        // that changes the bundles), so only an older range can overlap it later, and a node of one that the
+        // leader sees clears it ([`Leader::clear_overlap_hints`]). Dropped here, a full restart of 1,000
+        // brokers cost a listing of a namespace's ownership nodes per bundle: 100,000 ranges on etcd.
+        rec.no_overlap = self.overlap_free(bundle);
         self.write_record(rec, RecordKind::Completed, None);
+    }
+
+    /// An ownership node of `owned`, a range that is not one of its namespace's bundles (a split parent left
+    /// behind, or a node restored by a store for a session that held it before the split): every record of an
+    /// overlapping bundle that says `noOverlap` is written again without it, so that its destination lists
+    /// the namespace's ownership nodes before it acquires. O(records of the namespace), and only for such
+    /// nodes.
+    pub(super) fn clear_overlap_hints(&mut self, owned: &str) {
+        if self.bundle_exists(owned) {
+            return;
+        }
+        let Ok(name) = BundleName::parse(owned) else {
+            return;
+        };
+        let range = name.range();
+        let prefix = format!("{}/", name.namespace());
+        let hinted: Vec<BundleAssignment> = self
+            .records
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter(|(k, (r, _))| {
+                r.no_overlap
+                    && k.as_str() != owned
+                    && BundleRange::parse(&k[prefix.len()..]).is_ok_and(|r| r.overlaps(&range))
+            })
+            .map(|(_, (r, _))| r.clone())
+            .collect();
+        for mut rec in hinted {
+            rec.no_overlap = false;
+            rec.reason = format!("{}; {owned} is owned too", rec.reason);
+            self.write_record(rec, RecordKind::HintCleared, None);
+        }
     }
 
     /// Whether this leader knows of no ownership node and no record of another range of `bundle`'s namespace

@@ -701,7 +701,7 @@ fn a_placement_tells_the_destination_when_no_overlapping_range_can_be_owned() {
     // A bundle of the same namespace beside the parent is not affected.
     let beside = assign(&mut leader, 3, &all[14]);
     assert!(beside.no_overlap, "{beside:?}");
-    // The completed record does not carry the hint to a later acquisition.
+    // The completed record keeps the hint for a later acquisition (its destination restarted).
     let done = drive(
         &mut leader,
         2_000,
@@ -722,7 +722,77 @@ fn a_placement_tells_the_destination_when_no_overlapping_range_can_be_owned() {
             _ => None,
         })
         .expect("the move completes");
-    assert!(!completed.no_overlap, "{completed:?}");
+    assert!(completed.no_overlap, "{completed:?}");
+}
+
+/// A node of a range that is no longer a bundle (a split parent left behind, or restored by a store for a
+/// session that held it before the split) withdraws the `noOverlap` hint of every record it overlaps, whether
+/// the record's move is in flight or done; records beside it keep theirs.
+#[test]
+fn an_owned_older_range_withdraws_the_hints_of_the_records_it_overlaps() {
+    let (mut leader, all) = hot_owner(ShedderKind::AvgShedder);
+    let mut hinted = Vec::new();
+    for (id, i) in [(1, 12usize), (2, 13), (3, 14)] {
+        let out = drive(
+            &mut leader,
+            1_000,
+            Event::Request {
+                id,
+                request: Request::Assign {
+                    bundle: all[i].clone(),
+                },
+            },
+        );
+        let record = out
+            .into_iter()
+            .find_map(|c| match c {
+                Command::WriteRecord { record, .. } if record.bundle == all[i] => Some(record),
+                _ => None,
+            })
+            .expect("a record is written");
+        assert!(record.no_overlap, "{record:?}");
+        hinted.push(record);
+    }
+    // Bundle 12's move completes: the completed record keeps the hint.
+    let done = drive(
+        &mut leader,
+        2_000,
+        Event::OwnerSeen {
+            bundle: all[12].clone(),
+            owner: OwnerSeen {
+                broker: hinted[0].destination.clone(),
+                disabled: false,
+            },
+        },
+    );
+    assert!(done.iter().any(|c| matches!(c,
+        Command::WriteRecord { record, .. }
+            if record.bundle == all[12] && record.state == AssignmentState::Assigned && record.no_overlap)));
+    let parent = format!("{NS}/0x{:08x}_0x{:08x}", 12u64 << 28, 14u64 << 28);
+    let out = drive(
+        &mut leader,
+        3_000,
+        Event::OwnerSeen {
+            bundle: parent,
+            owner: OwnerSeen {
+                broker: "b2:8080".into(),
+                disabled: false,
+            },
+        },
+    );
+    let mut cleared: Vec<&str> = out
+        .iter()
+        .filter_map(|c| match c {
+            Command::WriteRecord { record, .. } if !record.no_overlap => {
+                Some(record.bundle.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    cleared.sort();
+    assert_eq!(cleared, vec![all[12].as_str(), all[13].as_str()]);
+    assert!(!out.iter().any(|c| matches!(c,
+        Command::WriteRecord { record, .. } if record.bundle == all[14])));
 }
 
 /// The instants of the wakes of `tick` among `commands`.
