@@ -487,6 +487,25 @@ async fn run_phases(
     owners
         .wait_count(|n| n == 0, limit, "restart: the old owners leaving")
         .await?;
+    // A session whose close the server did not answer in time ends when the server expires it: its broker
+    // starts again once the registration is gone, as a restarted process would.
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = observer
+            .get_children(paths::BROKERS)
+            .await
+            .map_err(|e| format!("restart: listing the registrations: {e}"))?;
+        if left.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "restart: {} old registrations still there after {limit:?}",
+                left.len()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let members = start_members(b, options, &traffic, 0..b.brokers).await?;
     owners.wait_count(|n| n == total, limit, "restart").await?;
     f.restart_s = Some(began.elapsed().as_secs_f64());
