@@ -73,8 +73,13 @@ impl Leader {
             self.owners.insert(bundle, owner);
         }
         // Hints a previous leader wrote, against the nodes of older ranges found now.
-        let owned: Vec<String> = self.owners.keys().cloned().collect();
-        for bundle in owned {
+        let stale: Vec<String> = self
+            .owners
+            .keys()
+            .filter(|b| !self.bundle_exists(b))
+            .cloned()
+            .collect();
+        for bundle in stale {
             self.clear_overlap_hints(&bundle);
         }
         if let Some(c) = state.cluster {

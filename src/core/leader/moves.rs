@@ -530,13 +530,10 @@ impl Leader {
         };
         let range = name.range();
         let prefix = format!("{}/", name.namespace());
-        let hinted: Vec<BundleAssignment> = self
-            .records
-            .range(prefix.clone()..)
-            .take_while(|(k, _)| k.starts_with(&prefix))
+        let hinted: Vec<BundleAssignment> = in_namespace(&self.records, &prefix)
             .filter(|(k, (r, _))| {
                 r.no_overlap
-                    && k.as_str() != owned
+                    && *k != owned
                     && BundleRange::parse(&k[prefix.len()..]).is_ok_and(|r| r.overlaps(&range))
             })
             .map(|(_, (r, _))| r.clone())
@@ -559,14 +556,13 @@ impl Leader {
         };
         let range = name.range();
         let prefix = format!("{}/", name.namespace());
-        let in_namespace = |k: &&String| k.starts_with(&prefix);
-        let owned = self.owners.range(prefix.clone()..).map(|(k, _)| k);
-        let recorded = self.records.range(prefix.clone()..).map(|(k, _)| k);
-        !owned
-            .take_while(in_namespace)
-            .chain(recorded.take_while(in_namespace))
-            .filter(|k| k.as_str() != bundle)
-            .any(|k| BundleRange::parse(&k[prefix.len()..]).map_or(true, |r| r.overlaps(&range)))
+        let owned = in_namespace(&self.owners, &prefix).map(|(k, _)| k);
+        let recorded = in_namespace(&self.records, &prefix).map(|(k, _)| k);
+        let overlapped = owned
+            .chain(recorded)
+            .filter(|k| *k != bundle)
+            .any(|k| BundleRange::parse(&k[prefix.len()..]).map_or(true, |r| r.overlaps(&range)));
+        !overlapped
     }
 
     /// A broker other than `source` for `bundle`, and why (placement, retried without `source` when it chose
@@ -752,4 +748,16 @@ impl Leader {
             None => Some("not owned now".to_owned()),
         }
     }
+}
+
+/// The entries of `map` (keyed by bundle name) of the namespace whose names start with `prefix`
+/// (`tenant/namespace/`), in order.
+fn in_namespace<'a, V>(
+    map: &'a std::collections::BTreeMap<String, V>,
+    prefix: &'a str,
+) -> impl Iterator<Item = (&'a str, &'a V)> {
+    use std::ops::Bound;
+    map.range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+        .take_while(move |(k, _)| k.starts_with(prefix))
+        .map(|(k, v)| (k.as_str(), v))
 }
