@@ -75,6 +75,7 @@ macro_rules! conformance_tests {
             case!(sequential_nodes);
             case!(notification_sequence);
             case!(nested_roots);
+            case!(notifications_carry_the_state_after_the_change);
             case!(batch_semantics);
             case!(batch_updates_after_others_wrote);
             case!(session_expiry_restores_ephemerals);

@@ -6,7 +6,7 @@
 //!
 //! * The watches are opened before the first full read, so nothing that changes meanwhile is missed (a change
 //!   seen twice is re-read, which is idempotent). Every notification re-reads the node it names, but for the
-//!   rewrite of a counted registration (below).
+//!   rewrite of a counted registration (below) and a notification that carried the node's state (etcd).
 //! * A registration counts only if it is an ephemeral node that held a report ([`crate::model::parse_report`])
 //!   when it was created or first became one: a persistent copy is no broker. Rewrites of a counted
 //!   registration are not read (the web service needs only its URLs, which do not change while it lives).
@@ -27,7 +27,9 @@ use crate::bundle::{BundleName, NamespaceBundles, NamespaceName, TopicName};
 use crate::model::load_report::parse_report;
 use crate::model::{LeaderBroker, NamespaceEphemeralData};
 use crate::paths;
-use crate::store::{DynStore, Error, MetadataStoreExt, NotificationStream, NotificationType};
+use crate::store::{
+    DynStore, Error, GetResult, MetadataStoreExt, NodeAfter, NotificationStream, NotificationType,
+};
 
 /// A registered broker as the view keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,7 +185,7 @@ impl ClusterView {
 
 async fn load_all(store: &DynStore, state: &RwLock<State>) -> Result<(), Error> {
     for id in store.get_children(paths::BROKERS).await? {
-        read_broker(store, state, &id).await?;
+        read_broker(store, state, &id, &NodeAfter::Unknown).await?;
     }
     read_leader(store, state).await?;
     let mut stack = vec![paths::OWNERSHIP.to_owned()];
@@ -191,7 +193,7 @@ async fn load_all(store: &DynStore, state: &RwLock<State>) -> Result<(), Error> 
         for child in store.get_children(&dir).await? {
             let path = format!("{dir}/{child}");
             if paths::is_range_segment(&child) {
-                read_owner(store, state, &path).await?;
+                read_owner(store, state, &path, &NodeAfter::Unknown).await?;
             } else {
                 stack.push(path);
             }
@@ -209,8 +211,25 @@ async fn load_all(store: &DynStore, state: &RwLock<State>) -> Result<(), Error> 
     Ok(())
 }
 
-async fn read_broker(store: &DynStore, state: &RwLock<State>, id: &str) -> Result<(), Error> {
-    let entry = match store.get(&paths::broker(id)).await? {
+/// The node a notification names: the state it carried, or else a read.
+async fn node_after(
+    store: &DynStore,
+    path: &str,
+    after: &NodeAfter,
+) -> Result<Option<GetResult>, Error> {
+    match after.known() {
+        Some(found) => Ok(found),
+        None => store.get(path).await,
+    }
+}
+
+async fn read_broker(
+    store: &DynStore,
+    state: &RwLock<State>,
+    id: &str,
+    after: &NodeAfter,
+) -> Result<(), Error> {
+    let entry = match node_after(store, &paths::broker(id), after).await? {
         Some(g) if g.stat.ephemeral => parse_report(&g.value).ok().map(|r| BrokerEntry {
             web_service_url: r.web_service_url,
             web_service_url_tls: r.web_service_url_tls,
@@ -235,16 +254,19 @@ async fn read_leader(store: &DynStore, state: &RwLock<State>) -> Result<(), Erro
     Ok(())
 }
 
-async fn read_owner(store: &DynStore, state: &RwLock<State>, path: &str) -> Result<(), Error> {
+async fn read_owner(
+    store: &DynStore,
+    state: &RwLock<State>,
+    path: &str,
+    after: &NodeAfter,
+) -> Result<(), Error> {
     let Some(bundle) = paths::below(paths::OWNERSHIP, path) else {
         return Ok(());
     };
-    let data = match store.get_json::<NamespaceEphemeralData>(path).await {
-        Ok(d) => d.map(|(d, _)| d),
-        // Someone holds it; who cannot be told: no owner to answer with.
-        Err(Error::Content { .. }) => None,
-        Err(e) => return Err(e),
-    };
+    // Unparsable: someone holds it; who cannot be told, so there is no owner to answer with.
+    let data = node_after(store, path, after)
+        .await?
+        .and_then(|found| serde_json::from_slice::<NamespaceEphemeralData>(&found.value).ok());
     let mut s = state.write().unwrap();
     match data {
         Some(d) => s.owners.insert(bundle.to_owned(), d),
@@ -288,7 +310,7 @@ async fn follow(
                     // come with the registration): no read of every report every broker writes.
                     Some(id) if n.kind == NotificationType::Modified
                         && state.read().unwrap().brokers.contains_key(id) => Ok(()),
-                    Some(id) if !id.contains('/') => read_broker(&store, &state, id).await,
+                    Some(id) if !id.contains('/') => read_broker(&store, &state, id, &n.after).await,
                     _ => Ok(()),
                 },
             },
@@ -300,7 +322,9 @@ async fn follow(
             n = s.owners.next() => match n {
                 None => return,
                 Some(n) => match n.path.rsplit('/').next() {
-                    Some(last) if paths::is_range_segment(last) => read_owner(&store, &state, &n.path).await,
+                    Some(last) if paths::is_range_segment(last) => {
+                        read_owner(&store, &state, &n.path, &n.after).await
+                    }
                     _ => Ok(()),
                 },
             },

@@ -7,7 +7,7 @@ use tokio::sync::mpsc;
 
 use super::path::is_under;
 use super::path::parent;
-use super::{EventStream, Notification, NotificationType};
+use super::{EventStream, NodeAfter, Notification, NotificationType};
 
 /// Subscribers of one kind of event; `filter` is a path prefix for notifications and empty otherwise.
 #[derive(Debug)]
@@ -80,7 +80,18 @@ impl Fanout<Notification> {
 
     /// Sends the notifications of one change of node `path` (see [`node_change`]).
     pub(crate) fn notify_change(&self, kind: NotificationType, path: &str) {
-        for n in node_change(kind, path) {
+        self.notify_change_with(kind, path, NodeAfter::Unknown);
+    }
+
+    /// [`Self::notify_change`], with the node's state after the change on the node's own notification (the
+    /// parent's `ChildrenChanged` carries none).
+    pub(crate) fn notify_change_with(&self, kind: NotificationType, path: &str, after: NodeAfter) {
+        let mut changes = node_change(kind, path).into_iter();
+        if let Some(mut own) = changes.next() {
+            own.after = after;
+            self.notify(own);
+        }
+        for n in changes {
             self.notify(n);
         }
     }

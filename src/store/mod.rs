@@ -25,7 +25,10 @@
 //! * Notifications ([`Notification`]): `Created`, `Modified`, `Deleted` for a node, and `ChildrenChanged` for
 //!   the direct parent of a created or deleted node (none for `/`). Delivery is ordered per store (on
 //!   ZooKeeper and etcd per watched root, see their module docs); events missed while disconnected are
-//!   re-derived after reconnecting (see each backend) and may repeat.
+//!   re-derived after reconnecting (see each backend) and may repeat. A notification may also carry the
+//!   node's state right after the change ([`NodeAfter`]) when the server sent it anyway (etcd's watch events
+//!   hold the key-value); a consumer that would read the node next can use it instead, since a later change
+//!   comes with a later notification. ZooKeeper's and the memory store's notifications carry none.
 //! * Session events ([`SessionEvent`]) follow Pulsar's `ZKSessionTest` sequences: a short outage is
 //!   `ConnectionLost`, `Reconnected`; a long one (or an expiry) `ConnectionLost`, `SessionLost`, then
 //!   `Reconnected`, `SessionReestablished`. After `SessionReestablished` every ephemeral node this store
@@ -433,20 +436,74 @@ impl fmt::Display for NotificationType {
 }
 
 /// A change notification.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// Two notifications are equal when they report the same kind of change of the same path: [`Self::after`] is
+/// what the server happened to send with it, not part of what happened, and is not compared.
+#[derive(Debug, Clone)]
 pub struct Notification {
     /// What happened.
     pub kind: NotificationType,
     /// The node it happened to.
     pub path: String,
+    /// The node's state right after this change, when the store knows it without a read.
+    pub after: NodeAfter,
 }
 
 impl Notification {
-    /// Builds a notification.
+    /// Builds a notification that carries no state ([`NodeAfter::Unknown`]).
     pub fn new(kind: NotificationType, path: impl Into<String>) -> Self {
+        Self::with_after(kind, path, NodeAfter::Unknown)
+    }
+
+    /// Builds a notification that carries the node's state after the change.
+    pub fn with_after(kind: NotificationType, path: impl Into<String>, after: NodeAfter) -> Self {
         Notification {
             kind,
             path: path.into(),
+            after,
+        }
+    }
+}
+
+impl PartialEq for Notification {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.path == other.path
+    }
+}
+
+impl Eq for Notification {}
+
+impl std::hash::Hash for Notification {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.kind.hash(state);
+        self.path.hash(state);
+    }
+}
+
+/// A node's state right after the change a [`Notification`] reports, as the server sent it with the change.
+///
+/// Contract: `Value` is exactly what a [`MetadataStore::get`] at the change's revision would have answered
+/// (value and stat, `created_by_self` as this store's session sees it), `Gone` that such a get would have
+/// answered `None`. A later change of the node always comes with a later notification, so a consumer that
+/// handles a path's notifications in order may use the last one's state instead of reading the node.
+#[derive(Debug, Clone, Default)]
+pub enum NodeAfter {
+    /// The store did not send it (ZooKeeper, the memory store, `ChildrenChanged`): read the node.
+    #[default]
+    Unknown,
+    /// The node exists with this value and stat.
+    Value(Arc<GetResult>),
+    /// The node does not exist.
+    Gone,
+}
+
+impl NodeAfter {
+    /// The state as a get would answer it, or `None` when unknown.
+    pub fn known(&self) -> Option<Option<GetResult>> {
+        match self {
+            NodeAfter::Unknown => None,
+            NodeAfter::Value(found) => Some(Some(GetResult::clone(found))),
+            NodeAfter::Gone => Some(None),
         }
     }
 }
@@ -572,6 +629,9 @@ pub struct Capabilities {
     /// (etcd compares the create revision in the txn; memory under its lock; ZooKeeper, whose multi can only
     /// check versions, for ephemerals this store created — see `zookeeper`'s module docs).
     pub guard_checks_incarnation: bool,
+    /// A node's own notifications carry its state after the change ([`NodeAfter`]; etcd sends the key-value
+    /// with each event). Elsewhere they carry none and consumers read the node.
+    pub notifications_carry_state: bool,
 }
 
 impl Backend {
@@ -583,18 +643,21 @@ impl Backend {
                 timestamps: true,
                 ephemeral_parents_forbidden: true,
                 guard_checks_incarnation: true,
+                notifications_carry_state: false,
             },
             Backend::ZooKeeper => Capabilities {
                 implicit_parents: true,
                 timestamps: true,
                 ephemeral_parents_forbidden: true,
                 guard_checks_incarnation: true,
+                notifications_carry_state: false,
             },
             Backend::Etcd => Capabilities {
                 implicit_parents: false,
                 timestamps: false,
                 ephemeral_parents_forbidden: false,
                 guard_checks_incarnation: true,
+                notifications_carry_state: true,
             },
         }
     }

@@ -1,7 +1,8 @@
 //! Store notifications and request nodes into core events: each notification re-reads only the node it names,
-//! and the nodes of notifications that queued up together are read together.
+//! and the nodes of notifications that queued up together are read together; a node whose last notification
+//! carried its state (etcd) is not read at all.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::bundle::{BundleName, NamespaceName, TopicName};
 use crate::core::leader::{Event, Request};
@@ -11,7 +12,7 @@ use crate::model::NamespaceEphemeralData;
 use crate::paths;
 use crate::runtime::meters::LagSample;
 use crate::runtime::namespaces::read_bundles;
-use crate::store::{GetResult, Notification, NotificationType};
+use crate::store::{GetResult, NodeAfter, Notification, NotificationType};
 
 use super::load::{cluster_policies, owner_seen, read_nodes};
 use super::{Executor, OpenRequest, Step};
@@ -43,6 +44,8 @@ impl Executor {
     pub(super) async fn on_notifications(&mut self, batch: Vec<(Tree, Notification)>) -> Step {
         let taken_ms = self.sh.now_ms();
         let mut targets: Vec<(Tree, String, String)> = Vec::new();
+        // Each path's state after its last notification of the batch, when the store sent it.
+        let mut after: HashMap<String, NodeAfter> = HashMap::new();
         let mut seen: HashSet<String> = HashSet::new();
         let mut deleted_brokers: HashSet<String> = HashSet::new();
         let mut deleted_records: HashSet<String> = HashSet::new();
@@ -81,14 +84,33 @@ impl Executor {
                     None => continue,
                 },
             };
+            after.insert(n.path.clone(), n.after);
             if seen.insert(n.path.clone()) {
                 targets.push((tree, key, n.path));
             }
         }
         // Stable: arrival order within each tree.
         targets.sort_by_key(|(tree, _, _)| *tree);
-        let paths: Vec<String> = targets.iter().map(|(_, _, path)| path.clone()).collect();
-        let reads = read_nodes(&self.sh, &paths).await;
+        // Only nodes whose last notification came without their state are read (on etcd: none but those the
+        // watch's resumption re-derived); the rest take the state the notification carried.
+        let known: Vec<Option<Option<GetResult>>> = targets
+            .iter()
+            .map(|(_, _, path)| after.get(path).and_then(NodeAfter::known))
+            .collect();
+        let unknown: Vec<String> = targets
+            .iter()
+            .zip(&known)
+            .filter(|(_, k)| k.is_none())
+            .map(|((_, _, path), _)| path.clone())
+            .collect();
+        let mut fresh = read_nodes(&self.sh, &unknown).await.into_iter();
+        let reads: Vec<Result<Option<GetResult>, crate::store::Error>> = known
+            .into_iter()
+            .map(|k| match k {
+                Some(found) => Ok(found),
+                None => fresh.next().expect("one read per unknown node"),
+            })
+            .collect();
         let read_ms = self.sh.now_ms();
         let mut events = Vec::with_capacity(targets.len());
         let mut lags_ms = Vec::new();

@@ -17,6 +17,8 @@
 //! * A put of a key at version 1 is `Created`, any other put `Modified`, a delete `Deleted`; creations and
 //!   deletions also give their parent's `ChildrenChanged` (see [`crate::store::fanout::node_change`]). Keys
 //!   that are not valid node paths are skipped.
+//! * The node's own notification carries the event's key-value ([`NodeAfter::Value`], with the stat a get
+//!   would give) or [`NodeAfter::Gone`] for a delete: etcd sends the value with every put event anyway.
 //! * A broken stream moves the store to the next endpoint and resumes every root; a watch cancelled by a
 //!   compaction resumes from the compaction revision (the changes in between are lost, and logged).
 
@@ -30,7 +32,7 @@ use tokio::sync::mpsc;
 
 use super::Inner;
 use crate::store::path::is_under;
-use crate::store::{validate_path, NotificationType, Result};
+use crate::store::{validate_path, GetResult, NodeAfter, NotificationType, Result};
 
 /// The notification kind of a put that left its key at etcd `version`.
 pub(super) fn put_kind(version: i64) -> NotificationType {
@@ -203,11 +205,19 @@ async fn watch_loop(weak: Weak<Inner>, mut added: mpsc::UnboundedReceiver<Root>)
                         {
                             continue;
                         }
-                        let kind = match event.event_type() {
-                            etcd::EventType::Put => put_kind(kv.version()),
-                            etcd::EventType::Delete => NotificationType::Deleted,
+                        // The event holds the key-value at its revision: handed on, so that a consumer
+                        // need not read the node again (a report, an ownership node).
+                        let (kind, after) = match event.event_type() {
+                            etcd::EventType::Put => (
+                                put_kind(kv.version()),
+                                NodeAfter::Value(Arc::new(GetResult {
+                                    value: kv.value().to_vec(),
+                                    stat: inner.stat(path, kv),
+                                })),
+                            ),
+                            etcd::EventType::Delete => (NotificationType::Deleted, NodeAfter::Gone),
                         };
-                        inner.notifications.notify_change(kind, path);
+                        inner.notifications.notify_change_with(kind, path, after);
                     }
                 }
                 Ok(None) | Err(_) => {

@@ -42,7 +42,9 @@ pub use nodes::{
     paths_and_missing_nodes, put_version_semantics, sequential_nodes, stat_fields,
     typed_json_round_trip,
 };
-pub use notifications::{nested_roots, notification_sequence};
+pub use notifications::{
+    nested_roots, notification_sequence, notifications_carry_the_state_after_the_change,
+};
 pub use sessions::{closed_store, ephemeral_lifecycle, session_expiry_restores_ephemerals};
 
 /// How long a test waits for an expected notification or session event.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::store::{CreateOptions, NotificationType};
+use crate::store::{CreateOptions, NodeAfter, NotificationType};
 
 use super::{cleanup, expect_notifications, n, next_notification, prepare_root, Sessions};
 
@@ -125,6 +125,87 @@ pub async fn nested_roots(sessions: &dyn Sessions, root: &str) {
         "a change came twice or from outside the prefix"
     );
     assert_eq!(wide.try_next(), None, "a change came twice");
+    cleanup(&*writer, root).await;
+    writer.close().await.unwrap();
+    watcher.close().await.unwrap();
+}
+
+/// The state a notification carries ([`NodeAfter`]): when given, exactly what a get right after that change
+/// answered (value, version, revisions, ephemerality, and `created_by_self` as the receiving session sees it);
+/// `Gone` only for a deletion; never on `ChildrenChanged`. A backend whose capabilities say it carries state
+/// carries it on every change of the node itself.
+pub async fn notifications_carry_the_state_after_the_change(sessions: &dyn Sessions, root: &str) {
+    let writer = sessions.open().await;
+    let watcher = sessions.open().await;
+    prepare_root(&*writer, root).await;
+    let key = format!("{root}/key");
+    let mut theirs = watcher.watch(root).await.unwrap();
+    let mut own = writer.watch(root).await.unwrap();
+    let first = writer
+        .put(&key, b"one", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap();
+    let second = writer
+        .put(&key, b"two", None, CreateOptions::EPHEMERAL)
+        .await
+        .unwrap();
+    writer.delete(&key, None).await.unwrap();
+    let carries = writer.backend().capabilities().notifications_carry_state;
+    let written = [(b"one".as_slice(), &first), (b"two".as_slice(), &second)];
+    for (stream, is_writer) in [(&mut theirs, false), (&mut own, true)] {
+        let expected = [
+            n(NotificationType::Created, &key),
+            n(NotificationType::ChildrenChanged, root),
+            n(NotificationType::Modified, &key),
+            n(NotificationType::Deleted, &key),
+            n(NotificationType::ChildrenChanged, root),
+        ];
+        let seen = expect_notifications(stream, &expected, true).await;
+        let mut puts = written.iter();
+        for got in &seen {
+            match (&got.after, got.kind) {
+                (NodeAfter::Unknown, NotificationType::ChildrenChanged) => {}
+                (NodeAfter::Unknown, kind) => assert!(
+                    !carries,
+                    "{kind} of {} carried no state on a backend that carries it",
+                    got.path
+                ),
+                (
+                    NodeAfter::Value(found),
+                    NotificationType::Created | NotificationType::Modified,
+                ) => {
+                    let (value, stat) = puts.next().expect("one state per put");
+                    assert_eq!(found.value, *value, "the value after {}", got.kind);
+                    let s = &found.stat;
+                    assert_eq!(
+                        (
+                            s.version,
+                            s.creation_revision,
+                            s.modification_revision,
+                            s.ephemeral
+                        ),
+                        (
+                            stat.version,
+                            stat.creation_revision,
+                            stat.modification_revision,
+                            true
+                        ),
+                        "the stat after {}",
+                        got.kind
+                    );
+                    assert_eq!(
+                        s.created_by_self, is_writer,
+                        "created_by_self as this session sees it"
+                    );
+                }
+                (NodeAfter::Gone, NotificationType::Deleted) => {}
+                (after, kind) => panic!("{kind} of {} carried {after:?}", got.path),
+            }
+        }
+        if carries {
+            assert!(puts.next().is_none(), "every put's state was carried");
+        }
+    }
     cleanup(&*writer, root).await;
     writer.close().await.unwrap();
     watcher.close().await.unwrap();
