@@ -19,6 +19,10 @@
 //!   - otherwise wait for the node (or the overlapping one) to go;
 //! * it believed it held the node but the node is gone or not its own → stop serving.
 //!
+//! Where the store's notifications carry values (etcd), an inbox entry holds a copy of the record written with
+//! it, and the first step above starts from that copy instead of a read: a destination that is not the holder
+//! and is told no other range can be owned creates the node at once, and reads only if the node exists.
+//!
 //! When the store reports `SessionLost`, every bundle stops being served at once (the session's ephemerals may
 //! be gone, and another broker may take them); after `SessionReestablished` every bundle is evaluated again
 //! (the store re-creates this session's ephemerals where nobody else took them). A `Reconnected` in the same
@@ -41,7 +45,9 @@ use crate::model::json::to_json_vec;
 use crate::model::records::BundleAssignment;
 use crate::model::NamespaceEphemeralData;
 use crate::paths;
-use crate::store::{CreateOptions, Error, MetadataStoreExt, SessionEvent, Stat, CREATE_ONLY};
+use crate::store::{
+    CreateOptions, Error, MetadataStoreExt, NodeAfter, SessionEvent, Stat, CREATE_ONLY,
+};
 
 /// What the agent tells the ownership task.
 #[derive(Debug)]
@@ -380,6 +386,19 @@ impl AgentShared {
                 return Ok(Outcome::Waiting);
             }
         }
+        Ok(self
+            .acquire(bundle, record.as_ref().map(|(r, _)| r))
+            .await?
+            .unwrap_or(Outcome::Waiting))
+    }
+
+    /// Creates the ownership node create-only and has the host load the bundle; `None` when the node exists
+    /// (the store let another create win, or an owner has not released it yet).
+    async fn acquire(
+        &self,
+        bundle: &str,
+        record: Option<&BundleAssignment>,
+    ) -> Result<Option<Outcome>, Error> {
         let path = paths::ownership(bundle);
         match self
             .store
@@ -394,8 +413,7 @@ impl AgentShared {
             Ok(stat) => {
                 self.owned.lock().unwrap().insert(bundle.to_owned());
                 let (cause, source) = record
-                    .as_ref()
-                    .map(|(r, _)| {
+                    .map(|r| {
                         (
                             r.cause.name(),
                             r.source.clone().unwrap_or_else(|| "-".into()),
@@ -404,18 +422,40 @@ impl AgentShared {
                     .unwrap_or(("?", "-".into()));
                 tracing::info!(bundle, broker = %self.broker_id, cause, source, "acquired ownership");
                 match self.serve(bundle, stat.creation_revision).await {
-                    Ok(()) => Ok(Outcome::Held),
+                    Ok(()) => Ok(Some(Outcome::Held)),
                     Err(e) => {
                         tracing::error!(bundle, "the host failed to load the bundle: {e}");
                         self.release(bundle, &stat, "the host could not load it")
                             .await?;
-                        Ok(Outcome::Retry)
+                        Ok(Some(Outcome::Retry))
                     }
                 }
             }
-            Err(Error::BadVersion { .. }) => Ok(Outcome::Waiting),
+            Err(Error::BadVersion { .. }) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Evaluates one bundle, starting from the copy of its record that the notification of its inbox entry
+    /// carried, if any ([`record_copy`]). When the copy names this broker and says no other range of the
+    /// namespace can be owned, and this broker does not hold the bundle, it creates the ownership node
+    /// straight away: what [`Self::evaluate`] would do after reading a record as the copy shows it and no
+    /// ownership node. A node that exists sends it down the whole evaluation. On etcd a lookup storm so costs
+    /// a destination one request per bundle instead of two.
+    async fn evaluate_from(
+        &self,
+        bundle: &str,
+        copy: Option<BundleAssignment>,
+    ) -> Result<Outcome, Error> {
+        let direct = copy.filter(|r| r.destination == self.broker_id && r.no_overlap);
+        if let Some(record) = direct {
+            if !self.owned.lock().unwrap().contains(bundle) && !self.stopping() {
+                if let Some(outcome) = self.acquire(bundle, Some(&record)).await? {
+                    return Ok(outcome);
+                }
+            }
+        }
+        self.evaluate(bundle).await
     }
 
     async fn bundle_still_exists(&self, bundle: &str) -> Result<bool, Error> {
@@ -458,6 +498,20 @@ pub(crate) struct OwnershipTask {
     tasks: JoinSet<(String, Result<Outcome, Error>)>,
     waiting: BTreeSet<String>,
     retry: BTreeMap<String, Instant>,
+    /// Bundle → the copy of its record that the latest notification of its inbox entry carried (etcd), until
+    /// its next evaluation starts.
+    copies: HashMap<String, BundleAssignment>,
+}
+
+/// The record copy an inbox entry's notification carried (see `leader::inbox`): `None` when the store sent no
+/// value, the entry is gone or empty, or the copy does not parse (the evaluation then reads the record).
+fn record_copy(after: &NodeAfter) -> Option<BundleAssignment> {
+    match after {
+        NodeAfter::Value(found) if !found.value.is_empty() => {
+            serde_json::from_slice(&found.value).ok()
+        }
+        _ => None,
+    }
 }
 
 impl OwnershipTask {
@@ -470,6 +524,7 @@ impl OwnershipTask {
             tasks: JoinSet::new(),
             waiting: BTreeSet::new(),
             retry: BTreeMap::new(),
+            copies: HashMap::new(),
         }
     }
 
@@ -489,8 +544,9 @@ impl OwnershipTask {
         self.queued.remove(&bundle);
         self.running.insert(bundle.clone(), false);
         let sh = self.sh.clone();
+        let copy = self.copies.remove(&bundle);
         self.tasks.spawn(async move {
-            let r = sh.evaluate(&bundle).await;
+            let r = sh.evaluate_from(&bundle, copy).await;
             (bundle, r)
         });
     }
@@ -546,7 +602,13 @@ impl OwnershipTask {
                     Some(n) => {
                         // Any change of an entry (written, rewritten, deleted) is a reason to look again.
                         if let Some(b) = paths::below(&inbox, &n.path).and_then(paths::inbox_bundle) {
-                            self.schedule(b.to_string());
+                            // The state after the latest notification only: an older copy must not be used.
+                            let b = b.to_string();
+                            match record_copy(&n.after) {
+                                Some(copy) => self.copies.insert(b.clone(), copy),
+                                None => self.copies.remove(&b),
+                            };
+                            self.schedule(b);
                         }
                     }
                 },
@@ -651,5 +713,43 @@ impl OwnershipTask {
                 .stop_serving(&b, "the broker is shutting down")
                 .await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::records::{AssignmentCause, AssignmentState};
+    use crate::store::GetResult;
+
+    fn after(value: &[u8]) -> NodeAfter {
+        NodeAfter::Value(Arc::new(GetResult {
+            value: value.to_vec(),
+            stat: Stat::default(),
+        }))
+    }
+
+    #[test]
+    fn only_a_parsable_copy_carried_by_the_notification_is_used() {
+        let record = BundleAssignment {
+            bundle: "t/ns/0x00000000_0xffffffff".into(),
+            destination: "b:1".into(),
+            state: AssignmentState::Assigning,
+            source: None,
+            cause: AssignmentCause::Lookup,
+            reason: "lookup".into(),
+            leader: "b:0".into(),
+            created_ms: 1,
+            updated_ms: 1,
+            unload_after_acquire: false,
+            no_overlap: true,
+        };
+        assert_eq!(record_copy(&after(&to_json_vec(&record))), Some(record));
+        // An entry written without a copy (ZooKeeper's leader, a repair), a deletion, a store that sent
+        // nothing, and bytes that are no record: the evaluation reads the record.
+        assert_eq!(record_copy(&after(b"")), None);
+        assert_eq!(record_copy(&NodeAfter::Gone), None);
+        assert_eq!(record_copy(&NodeAfter::Unknown), None);
+        assert_eq!(record_copy(&after(b"{\"bundle\":1}")), None);
     }
 }

@@ -116,9 +116,11 @@ impl Executor {
             else {
                 unreachable!("prepare_records takes record writes only");
             };
+            let record_json = to_json_vec(&record);
+            let entry_value = inbox::entry_value(&self.sh.store, &record_json);
             let record_op = Op::Put {
                 path: paths::assignment(&record.bundle),
-                value: to_json_vec(&record),
+                value: record_json,
                 expected_version: Some(expected_version.unwrap_or(CREATE_ONLY)),
                 options: CreateOptions::PERSISTENT,
             };
@@ -131,6 +133,7 @@ impl Executor {
                 self.entries.get(&record.bundle),
                 &wanted,
                 notify,
+                &entry_value,
             ));
             batches.push(ops);
             records.push((ticket, record, wanted));
@@ -376,6 +379,7 @@ impl Executor {
                         self.entries.get(&write.parent),
                         &Default::default(),
                         false,
+                        &[],
                     ));
                     entries.push((write.parent.clone(), Default::default()));
                 }
@@ -386,6 +390,7 @@ impl Executor {
                         self.entries.get(&child.bundle),
                         &wanted,
                         true,
+                        &inbox::entry_value(&self.sh.store, &to_json_vec(child)),
                     ));
                     entries.push((child.bundle.clone(), wanted));
                 }

@@ -12,6 +12,9 @@
 //! * When a bundle's ownership node goes while its record names a registered broker, the destination's entry is
 //!   written again: the destination of a move waiting for the release learns the bundle is free, and a broker
 //!   whose node vanished learns it no longer holds it.
+//! * An entry's value is empty, or a copy of the record written in the same batch ([`entry_value`]: where the
+//!   store's notifications carry values). A broker may act on the copy its notification carried as on a
+//!   record it read then; any later change of the record that concerns it comes with a later notification.
 //! * A new leader reads every entry, then writes what the records say is missing and deletes the rest (entries
 //!   written by nobody after an upgrade, entries of records deleted by hand).
 
@@ -19,6 +22,7 @@ use futures::StreamExt;
 use std::collections::{BTreeSet, HashMap};
 
 use crate::core::leader::Outcome;
+use crate::model::json::to_json_vec;
 use crate::model::records::{AssignmentState, BundleAssignment};
 use crate::paths;
 use crate::store::{CreateOptions, DynStore, Error, Op, CREATE_ONLY};
@@ -45,13 +49,14 @@ pub(super) fn wanted(record: &BundleAssignment) -> BTreeSet<String> {
     brokers
 }
 
-/// The ops that turn `existing` entries of `bundle` into `wanted`: a put for every wanted entry when
-/// `notify`, else for the missing ones only; a delete for every other existing one.
+/// The ops that turn `existing` entries of `bundle` into `wanted`: a put of `value` (see [`entry_value`]) for
+/// every wanted entry when `notify`, else for the missing ones only; a delete for every other existing one.
 pub(super) fn ops(
     bundle: &str,
     existing: Option<&BTreeSet<String>>,
     wanted: &BTreeSet<String>,
     notify: bool,
+    value: &[u8],
 ) -> Vec<Op> {
     let empty = BTreeSet::new();
     let existing = existing.unwrap_or(&empty);
@@ -62,7 +67,7 @@ pub(super) fn ops(
         .filter(|b| notify || !existing.contains(*b))
         .map(|b| Op::Put {
             path: paths::inbox(b, bundle),
-            value: Vec::new(),
+            value: value.to_vec(),
             expected_version: (!existing.contains(b)).then_some(CREATE_ONLY),
             options: CreateOptions::PERSISTENT,
         })
@@ -73,6 +78,18 @@ pub(super) fn ops(
             .map(|b| Op::delete(paths::inbox(b, bundle))),
     );
     ops
+}
+
+/// The value of an entry written with `record_json` (the record's bytes as written in the same batch): a copy
+/// of it where the store's notifications carry what they report (etcd), so the broker told can act without
+/// reading the record; empty elsewhere (a ZooKeeper notification carries no value, and the broker reads the
+/// record and the ownership node in one request anyway).
+pub(super) fn entry_value(store: &DynStore, record_json: &[u8]) -> Vec<u8> {
+    if store.backend().capabilities().notifications_carry_state {
+        record_json.to_vec()
+    } else {
+        Vec::new()
+    }
 }
 
 /// Every entry in the store.
@@ -139,7 +156,9 @@ impl Executor {
         let mut pending: Vec<(String, BTreeSet<String>, Vec<Op>)> = Vec::new();
         for b in bundles {
             let want = desired.remove(&b).unwrap_or_default();
-            let ops = ops(&b, self.entries.get(&b), &want, false);
+            // Only missing entries are written here, and a broker reads the record of an entry without a
+            // copy: no copy needed.
+            let ops = ops(&b, self.entries.get(&b), &want, false, &[]);
             if !ops.is_empty() {
                 pending.push((b, want, ops));
             }
@@ -190,7 +209,7 @@ impl Executor {
     /// Bundles whose ownership node is gone: writes each one's destination entry again when its record names a
     /// registered broker (see the module docs), [`GONE_BATCH`] entries per fenced batch, all in flight together.
     pub(super) async fn owners_gone(&mut self, bundles: &[String]) -> Step {
-        let notify: Vec<(String, String)> = bundles
+        let notify: Vec<(String, String, Vec<u8>)> = bundles
             .iter()
             .filter_map(|bundle| {
                 let (record, _) = self.core.records().get(bundle)?;
@@ -198,14 +217,19 @@ impl Executor {
                     .load()
                     .broker(&record.destination)
                     .is_some()
-                    .then(|| (bundle.clone(), record.destination.clone()))
+                    .then(|| {
+                        let value = entry_value(&self.sh.store, &to_json_vec(record));
+                        (bundle.clone(), record.destination.clone(), value)
+                    })
             })
             .collect();
         let election = self.election.clone();
         let results = futures::future::join_all(notify.chunks(GONE_BATCH).map(|chunk| {
             let ops = chunk
                 .iter()
-                .map(|(bundle, destination)| Op::put(paths::inbox(destination, bundle), Vec::new()))
+                .map(|(bundle, destination, value)| {
+                    Op::put(paths::inbox(destination, bundle), value.clone())
+                })
                 .collect();
             let election = election.clone();
             async move { election.fenced_batch(ops).await }
@@ -214,7 +238,7 @@ impl Executor {
         for (chunk, result) in notify.chunks(GONE_BATCH).zip(results) {
             match result {
                 Ok(_) => {
-                    for (bundle, destination) in chunk {
+                    for (bundle, destination, _) in chunk {
                         self.entries
                             .entry(bundle.clone())
                             .or_default()
@@ -285,6 +309,7 @@ mod tests {
             Some(&existing),
             &BTreeSet::from(["b:2".to_owned()]),
             false,
+            b"{}",
         );
         assert_eq!(paths_of(&done), vec![(false, paths::inbox("b:3", b))]);
         // A move: every wanted entry written (a notification), the old destination's deleted.
@@ -293,7 +318,14 @@ mod tests {
             Some(&existing),
             &BTreeSet::from(["b:2".to_owned(), "b:4".to_owned()]),
             true,
+            b"{}",
         );
+        // Every put writes the value given.
+        assert!(moving.iter().all(|op| match op {
+            Op::Put { value, .. } => value == b"{}",
+            Op::Delete { .. } => true,
+            other => panic!("unexpected {other:?}"),
+        }));
         assert_eq!(
             paths_of(&moving),
             vec![
@@ -303,6 +335,6 @@ mod tests {
             ]
         );
         // Nothing to do.
-        assert!(ops(b, Some(&existing), &existing, false).is_empty());
+        assert!(ops(b, Some(&existing), &existing, false, &[]).is_empty());
     }
 }
