@@ -13,8 +13,9 @@
 //!   written again: the destination of a move waiting for the release learns the bundle is free, and a broker
 //!   whose node vanished learns it no longer holds it.
 //! * An entry's value is empty, or a copy of the record written in the same batch ([`entry_value`]: where the
-//!   store's notifications carry values). A broker may act on the copy its notification carried as on a
-//!   record it read then; any later change of the record that concerns it comes with a later notification.
+//!   store's notifications carry values, and not when the entry is only rewritten because the node went). A
+//!   broker may act on the copy its notification carried as on a record it read then: any later change of
+//!   the record that concerns it comes with a later notification.
 //! * A new leader reads every entry, then writes what the records say is missing and deletes the rest (entries
 //!   written by nobody after an upgrade, entries of records deleted by hand).
 
@@ -22,7 +23,6 @@ use futures::StreamExt;
 use std::collections::{BTreeSet, HashMap};
 
 use crate::core::leader::Outcome;
-use crate::model::json::to_json_vec;
 use crate::model::records::{AssignmentState, BundleAssignment};
 use crate::paths;
 use crate::store::{CreateOptions, DynStore, Error, Op, CREATE_ONLY};
@@ -209,7 +209,7 @@ impl Executor {
     /// Bundles whose ownership node is gone: writes each one's destination entry again when its record names a
     /// registered broker (see the module docs), [`GONE_BATCH`] entries per fenced batch, all in flight together.
     pub(super) async fn owners_gone(&mut self, bundles: &[String]) -> Step {
-        let notify: Vec<(String, String, Vec<u8>)> = bundles
+        let notify: Vec<(String, String)> = bundles
             .iter()
             .filter_map(|bundle| {
                 let (record, _) = self.core.records().get(bundle)?;
@@ -217,19 +217,17 @@ impl Executor {
                     .load()
                     .broker(&record.destination)
                     .is_some()
-                    .then(|| {
-                        let value = entry_value(&self.sh.store, &to_json_vec(record));
-                        (bundle.clone(), record.destination.clone(), value)
-                    })
+                    .then(|| (bundle.clone(), record.destination.clone()))
             })
             .collect();
         let election = self.election.clone();
+        // Empty, with no copy of the record: when a whole cluster stops, 100,000 nodes go at once, and copies
+        // would add their records' bytes (about 50 MB) to the store's busiest moment, for brokers that read
+        // their records when they start again anyway.
         let results = futures::future::join_all(notify.chunks(GONE_BATCH).map(|chunk| {
             let ops = chunk
                 .iter()
-                .map(|(bundle, destination, value)| {
-                    Op::put(paths::inbox(destination, bundle), value.clone())
-                })
+                .map(|(bundle, destination)| Op::put(paths::inbox(destination, bundle), Vec::new()))
                 .collect();
             let election = election.clone();
             async move { election.fenced_batch(ops).await }
@@ -238,7 +236,7 @@ impl Executor {
         for (chunk, result) in notify.chunks(GONE_BATCH).zip(results) {
             match result {
                 Ok(_) => {
-                    for (bundle, destination, _) in chunk {
+                    for (bundle, destination) in chunk {
                         self.entries
                             .entry(bundle.clone())
                             .or_default()
