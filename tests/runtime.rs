@@ -1180,6 +1180,41 @@ async fn an_agent_without_traffic_reports_the_machine() {
     assert!(!store.exists(paths::LEADER).await.unwrap());
 }
 
+/// A store that cannot be reached when the broker starts (a whole cluster restarting at once leaves it too busy
+/// to answer in time): the registration is tried again until the store answers, instead of failing the start.
+#[tokio::test(start_paused = true)]
+async fn a_broker_registers_once_its_store_answers_again() {
+    let name = store_name();
+    let (store, memory) = session(&name);
+    let mut s = settings();
+    s.advertised_address = Some("127.0.0.1".into());
+    s.web_service_port = Some(8098);
+    let identity = BrokerIdentity::from_settings(&s).unwrap();
+    memory.disconnect();
+    let cut = memory.clone();
+    let back = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        cut.reconnect();
+    });
+    let agent = BrokerAgent::start(
+        store.clone(),
+        s,
+        identity,
+        Arc::new(loadmgr::runtime::IdleHost::default()),
+        AgentOptions::default(),
+    )
+    .await
+    .expect("registered once the store answered");
+    back.await.unwrap();
+    let (_, stat) = store
+        .get_json::<LocalBrokerData>(&paths::broker("127.0.0.1:8098"))
+        .await
+        .unwrap()
+        .expect("registered");
+    assert!(stat.ephemeral && stat.created_by_self);
+    agent.shutdown().await.unwrap();
+}
+
 /// Extensible reporting (TransferShedder configured): a broker whose load moves by less than
 /// `loadBalancerReportUpdateThresholdPercentage` when it loses a bundle still rewrites its report at its next
 /// check (its bundle set changed), and again at its first check `loadBalanceSheddingDelayInSeconds` after the

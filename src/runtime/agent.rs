@@ -78,13 +78,17 @@ impl LookupClient {
     }
 }
 
+/// How long a broker keeps trying to register through transient store errors before its start fails.
+const REGISTRATION_PATIENCE: Duration = Duration::from_secs(60);
+
 impl BrokerAgent {
     /// Starts an agent for `host` on `store` (a session of its own: the registration and ownership nodes are
     /// its ephemerals): registers the broker, writes its zero time average if none exists, starts the
     /// ownership, configuration, request and report tasks and joins the leader election.
     ///
     /// Errors: [`RuntimeError::Config`] for an unusable identity, [`RuntimeError::AlreadyRegistered`] when
-    /// another live process registered the same broker id, store errors.
+    /// another live process registered the same broker id, store errors (transient ones only after the
+    /// registration was tried for a minute).
     pub async fn start(
         store: DynStore,
         settings: Settings,
@@ -156,6 +160,16 @@ impl BrokerAgent {
                         broker: broker_id,
                         store: store.address(),
                     });
+                }
+                // A store too busy to answer in time (a whole cluster starting at once) or briefly unreachable:
+                // tried again, as a supervisor would restart the process. An attempt that did reach the store
+                // left a node of this session, which the next one takes as its own (`coordination::claim`).
+                Err(e) if e.is_transient() && waited_since.elapsed() < REGISTRATION_PATIENCE => {
+                    tracing::warn!(
+                        broker = %broker_id,
+                        "cannot register yet ({e}); trying again for up to {REGISTRATION_PATIENCE:?}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 Err(e) => {
                     config_task.abort();
