@@ -1124,15 +1124,13 @@ async fn hot_bundles_are_split_automatically_and_their_children_placed() {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_agent_without_traffic_reports_the_machine() {
-    let name = store_name();
-    let (store, _memory) = session(&name);
+/// An agent at `127.0.0.1:<port>` with no traffic, on the test settings.
+async fn start_idle(store: &DynStore, port: u16) -> Result<BrokerAgent, RuntimeError> {
     let mut s = settings();
     s.advertised_address = Some("127.0.0.1".into());
-    s.web_service_port = Some(8099);
+    s.web_service_port = Some(port as i32);
     let identity = BrokerIdentity::from_settings(&s).unwrap();
-    let agent = BrokerAgent::start(
+    BrokerAgent::start(
         store.clone(),
         s,
         identity,
@@ -1140,7 +1138,13 @@ async fn an_agent_without_traffic_reports_the_machine() {
         AgentOptions::default(),
     )
     .await
-    .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_agent_without_traffic_reports_the_machine() {
+    let name = store_name();
+    let (store, _memory) = session(&name);
+    let agent = start_idle(&store, 8099).await.unwrap();
     let (r, stat) = store
         .get_json::<LocalBrokerData>(&paths::broker("127.0.0.1:8099"))
         .await
@@ -1186,25 +1190,15 @@ async fn an_agent_without_traffic_reports_the_machine() {
 async fn a_broker_registers_once_its_store_answers_again() {
     let name = store_name();
     let (store, memory) = session(&name);
-    let mut s = settings();
-    s.advertised_address = Some("127.0.0.1".into());
-    s.web_service_port = Some(8098);
-    let identity = BrokerIdentity::from_settings(&s).unwrap();
     memory.disconnect();
     let cut = memory.clone();
     let back = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(1_500)).await;
         cut.reconnect();
     });
-    let agent = BrokerAgent::start(
-        store.clone(),
-        s,
-        identity,
-        Arc::new(loadmgr::runtime::IdleHost::default()),
-        AgentOptions::default(),
-    )
-    .await
-    .expect("registered once the store answered");
+    let agent = start_idle(&store, 8098)
+        .await
+        .expect("registered once the store answered");
     back.await.unwrap();
     let (_, stat) = store
         .get_json::<LocalBrokerData>(&paths::broker("127.0.0.1:8098"))

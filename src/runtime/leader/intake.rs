@@ -91,8 +91,8 @@ impl Executor {
         }
         // Stable: arrival order within each tree.
         targets.sort_by_key(|(tree, _, _)| *tree);
-        // Only nodes whose last notification came without their state are read (on etcd: none but those the
-        // watch's resumption re-derived); the rest take the state the notification carried.
+        // Only nodes whose last notification came without their state are read (none on etcd, whose watch
+        // sends every change's key-value, after a resumption too); the rest take the state it carried.
         let known: Vec<Option<Option<GetResult>>> = targets
             .iter()
             .map(|(_, _, path)| after.get(path).and_then(NodeAfter::known))
