@@ -143,6 +143,8 @@ impl BrokerAgent {
                 .max(0) as u64,
         ) + Duration::from_secs(2);
         let waited_since = tokio::time::Instant::now();
+        // Apart from `waited_since`: store trouble must not use up the wait for a previous incarnation's node.
+        let mut troubled_since: Option<tokio::time::Instant> = None;
         let lock = loop {
             match ResourceLock::acquire(store.clone(), &paths::broker(&broker_id), &report).await {
                 Ok(l) => break l,
@@ -164,7 +166,13 @@ impl BrokerAgent {
                 // A store too busy to answer in time (a whole cluster starting at once) or briefly unreachable:
                 // tried again, as a supervisor would restart the process. An attempt that did reach the store
                 // left a node of this session, which the next one takes as its own (`coordination::claim`).
-                Err(e) if e.is_transient() && waited_since.elapsed() < REGISTRATION_PATIENCE => {
+                Err(e)
+                    if e.is_transient()
+                        && troubled_since
+                            .get_or_insert_with(tokio::time::Instant::now)
+                            .elapsed()
+                            < REGISTRATION_PATIENCE =>
+                {
                     tracing::warn!(
                         broker = %broker_id,
                         "cannot register yet ({e}); trying again for up to {REGISTRATION_PATIENCE:?}"

@@ -603,10 +603,15 @@ impl OwnershipTask {
                         // Any change of an entry (written, rewritten, deleted) is a reason to look again.
                         if let Some(b) = paths::below(&inbox, &n.path).and_then(paths::inbox_bundle) {
                             // The state after the latest notification only: an older copy must not be used.
+                            // Nor one that arrives while the bundle is being evaluated: the run after it
+                            // reads, since what that evaluation did (a host that failed to load the bundle)
+                            // may have changed what the record says since, without a notification.
                             let b = b.to_string();
                             match record_copy(&n.after) {
-                                Some(copy) => self.copies.insert(b.clone(), copy),
-                                None => self.copies.remove(&b),
+                                Some(copy) if !self.running.contains_key(&b) => {
+                                    self.copies.insert(b.clone(), copy)
+                                }
+                                _ => self.copies.remove(&b),
                             };
                             self.schedule(b);
                         }

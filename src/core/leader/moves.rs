@@ -333,7 +333,12 @@ impl Leader {
                     }
                 }
                 match w.previous.clone() {
-                    Some(p) => {
+                    Some(mut p) => {
+                        // A withdrawn `noOverlap` hint stays withdrawn for the record's next write (its
+                        // completion), though this write failed.
+                        if w.kind == RecordKind::HintCleared {
+                            p.0.no_overlap = false;
+                        }
                         self.records.insert(bundle.clone(), p);
                     }
                     None => {

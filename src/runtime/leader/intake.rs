@@ -71,9 +71,13 @@ impl Executor {
                     None => continue,
                 },
                 Tree::Records => match paths::bundle_below(paths::ASSIGNMENTS, &n.path) {
-                    // The echo of this leader's own write: it knows what it wrote (see `writes`).
+                    // The echo of this leader's own write: it knows what it wrote (see `writes`). A state an
+                    // earlier notification of the batch carried is older than that write: the node is read.
                     Some(_) if n.kind != NotificationType::Deleted && self.take_echo(&n.path) => {
-                        continue
+                        if let Some(state) = after.get_mut(&n.path) {
+                            *state = NodeAfter::Unknown;
+                        }
+                        continue;
                     }
                     Some(b) => {
                         if n.kind == NotificationType::Deleted {
