@@ -159,8 +159,33 @@ impl BundleRange {
         Ok(Self { lower, upper })
     }
 
-    /// Parses `0xLLLLLLLL_0xUUUUUUUU` (either part in any `Long.decode` spelling).
+    /// Parses `0xLLLLLLLL_0xUUUUUUUU` (either part in any `Long.decode` spelling). The canonical form Pulsar
+    /// writes is read without the general path's trimming and radix detection: a leader scans a namespace's
+    /// bundle keys at every placement.
     pub fn parse(text: &str) -> Result<Self, BundleError> {
+        match Self::parse_canonical(text) {
+            Some(range) => Ok(range),
+            None => Self::parse_any(text),
+        }
+    }
+
+    /// `0x%08x_0x%08x` with `lower < upper`, else `None`.
+    fn parse_canonical(text: &str) -> Option<Self> {
+        let hex = |s: &str| {
+            s.bytes()
+                .all(|b| b.is_ascii_hexdigit())
+                .then(|| u64::from_str_radix(s, 16).ok())
+                .flatten()
+        };
+        if text.len() != 21 || !text.starts_with("0x") || text.get(10..13) != Some("_0x") {
+            return None;
+        }
+        let (lower, upper) = (hex(text.get(2..10)?)?, hex(text.get(13..21)?)?);
+        (lower < upper).then_some(Self { lower, upper })
+    }
+
+    /// Any spelling [`Self::parse`] accepts, with the error naming what was wrong.
+    fn parse_any(text: &str) -> Result<Self, BundleError> {
         let invalid = |reason: String| BundleError::InvalidRange {
             value: text.to_owned(),
             reason,
@@ -454,6 +479,27 @@ mod tests {
         // The last range's upper bound is inclusive.
         assert!(r(0xffff_fff0, 0xffff_ffff).overlaps(&r(0xffff_fffe, 0xffff_ffff)));
         assert!(r(0xffff_fffe, 0xffff_ffff).overlaps(&r(0xffff_fff0, 0xffff_ffff)));
+    }
+
+    #[test]
+    fn the_canonical_form_reads_as_the_general_parser_reads_it() {
+        for text in [
+            "0x00000000_0x40000000",
+            "0xc0000000_0xffffffff",
+            "0x7FFFFFFF_0x80000000",
+            "0x40000000_0x00000000",
+            "0x4000000g_0x50000000",
+            "0x40000000-0x50000000",
+            "1073741824_0x50000000",
+            "0x1_0x2",
+            "",
+        ] {
+            assert_eq!(
+                BundleRange::parse(text),
+                BundleRange::parse_any(text),
+                "{text}"
+            );
+        }
     }
 
     fn hexes(b: &NamespaceBundles) -> Vec<String> {

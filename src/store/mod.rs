@@ -483,8 +483,8 @@ impl std::hash::Hash for Notification {
 /// A node's state right after the change a [`Notification`] reports, as the server sent it with the change.
 ///
 /// Contract: `Value` is exactly what a [`MetadataStore::get`] at the change's revision would have answered
-/// (value and stat; `created_by_self` as this store's session sees it when the notification is delivered), `Gone` that such a get would have
-/// answered `None`. A later change of the node always comes with a later notification, so a consumer that
+/// (value and stat; `created_by_self` as this store's session sees it when the notification is delivered),
+/// `Gone` that such a get would have answered `None`. A later change of the node always comes with a later notification, so a consumer that
 /// handles a path's notifications in order may use the last one's state instead of reading the node.
 #[derive(Debug, Clone, Default)]
 pub enum NodeAfter {

@@ -567,7 +567,7 @@ impl Leader {
         let overlapped = owned
             .chain(recorded)
             .filter(|k| *k != bundle)
-            .any(|k| range_of_key(&k[prefix.len()..]).map_or(true, |r| r.overlaps(&range)));
+            .any(|k| BundleRange::parse(&k[prefix.len()..]).map_or(true, |r| r.overlaps(&range)));
         !overlapped
     }
 
@@ -756,24 +756,6 @@ impl Leader {
     }
 }
 
-/// The range a bundle key's last part names: the canonical form Pulsar writes (`0x%08x_0x%08x`) read without
-/// the general parser's trimming and radix detection, anything else by [`BundleRange::parse`].
-fn range_of_key(text: &str) -> Option<BundleRange> {
-    let hex = |s: &str| {
-        s.bytes()
-            .all(|b| b.is_ascii_hexdigit())
-            .then(|| u64::from_str_radix(s, 16).ok())
-            .flatten()
-    };
-    let canonical = (text.len() == 21 && text.starts_with("0x") && text.get(10..13) == Some("_0x"))
-        .then(|| Some((hex(text.get(2..10)?)?, hex(text.get(13..21)?)?)))
-        .flatten();
-    match canonical {
-        Some((lower, upper)) => BundleRange::new(lower, upper).ok(),
-        None => BundleRange::parse(text).ok(),
-    }
-}
-
 /// The entries of `map` (keyed by bundle name) of the namespace whose names start with `prefix`
 /// (`tenant/namespace/`), in order.
 fn in_namespace<'a, V>(
@@ -784,26 +766,4 @@ fn in_namespace<'a, V>(
     map.range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
         .take_while(move |(k, _)| k.starts_with(prefix))
         .map(|(k, v)| (k.as_str(), v))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_key_s_range_reads_as_the_general_parser_reads_it() {
-        for text in [
-            "0x00000000_0x40000000",
-            "0xc0000000_0xffffffff",
-            "0x7FFFFFFF_0x80000000",
-            "0x40000000_0x00000000",
-            "0x4000000g_0x50000000",
-            "0x40000000-0x50000000",
-            "1073741824_0x50000000",
-            "0x1_0x2",
-            "",
-        ] {
-            assert_eq!(range_of_key(text), BundleRange::parse(text).ok(), "{text}");
-        }
-    }
 }

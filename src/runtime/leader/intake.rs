@@ -44,9 +44,9 @@ impl Executor {
     pub(super) async fn on_notifications(&mut self, batch: Vec<(Tree, Notification)>) -> Step {
         let taken_ms = self.sh.now_ms();
         let mut targets: Vec<(Tree, String, String)> = Vec::new();
-        // Each path's state after its last notification of the batch, when the store sent it.
+        // Each path's state after its last notification of the batch, when the store sent it; a path's first
+        // notification makes it a target.
         let mut after: HashMap<String, NodeAfter> = HashMap::new();
-        let mut seen: HashSet<String> = HashSet::new();
         let mut deleted_brokers: HashSet<String> = HashSet::new();
         let mut deleted_records: HashSet<String> = HashSet::new();
         for (tree, n) in batch {
@@ -88,8 +88,7 @@ impl Executor {
                     None => continue,
                 },
             };
-            after.insert(n.path.clone(), n.after);
-            if seen.insert(n.path.clone()) {
+            if after.insert(n.path.clone(), n.after).is_none() {
                 targets.push((tree, key, n.path));
             }
         }
