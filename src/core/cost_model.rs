@@ -80,6 +80,15 @@ pub fn weighted_percentages(r: &LocalBrokerData, w: &ResourceWeights) -> Vector 
     })
 }
 
+/// Usage ÷ limit from which a resource counts as saturated.
+pub const SATURATED: f64 = 0.98;
+
+/// Which resources a report shows at (or within 2 % of) their limit. A saturated reading says only that the
+/// traffic needs at least the whole resource: usage ÷ traffic then understates the cost.
+pub fn saturated(r: &LocalBrokerData) -> [bool; RESOURCES] {
+    resources(r).map(|u| u.limit > 0.0 && u.usage >= SATURATED * u.limit)
+}
+
 /// A report's capacities in vector order (`limit`; ≤ 0 when unknown).
 pub fn capacities(r: &LocalBrokerData) -> Vector {
     resources(r).map(|u| u.limit)
@@ -164,6 +173,32 @@ pub fn idle_usage(
     std::array::from_fn(|r| idle[r].min(current[r]))
 }
 
+/// The idle usage (points) that the least-squares line through `(traffic, weighted percentage)` samples of one
+/// broker and resource shows at zero traffic: `None` unless the samples' traffic spans at least `span` (largest
+/// ÷ smallest − 1) and usage rises with traffic. Clamped to `[0, smallest usage sampled]`: a broker's idle usage
+/// is never negative nor above what it used with traffic.
+pub fn fitted_idle(samples: &[(f64, f64)], span: f64) -> Option<f64> {
+    let lo = samples.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
+    let hi = samples
+        .iter()
+        .map(|s| s.0)
+        .fold(f64::NEG_INFINITY, f64::max);
+    if samples.len() < 2 || lo <= 0.0 || hi / lo - 1.0 < span {
+        return None;
+    }
+    let n = samples.len() as f64;
+    let mt = samples.iter().map(|s| s.0).sum::<f64>() / n;
+    let mu = samples.iter().map(|s| s.1).sum::<f64>() / n;
+    let var: f64 = samples.iter().map(|s| (s.0 - mt) * (s.0 - mt)).sum();
+    let cov: f64 = samples.iter().map(|s| (s.0 - mt) * (s.1 - mu)).sum();
+    let slope = cov / var;
+    if slope.is_nan() || slope <= 0.0 {
+        return None;
+    }
+    let least = samples.iter().map(|s| s.1).fold(f64::INFINITY, f64::min);
+    Some((mu - slope * mt).clamp(0.0, least.max(0.0)))
+}
+
 /// The median of `v` (sorted in place), `None` when empty.
 pub fn median(v: &mut [f64]) -> Option<f64> {
     if v.is_empty() {
@@ -181,6 +216,43 @@ pub fn median(v: &mut [f64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_idle_usage_is_where_the_brokers_line_meets_zero_traffic() {
+        // usage = 10 + 0.01 × traffic, read at 2 000, 5 000 and 8 000.
+        let pts = [(2000.0, 30.0), (5000.0, 60.0), (8000.0, 90.0)];
+        assert!((fitted_idle(&pts, 0.2).unwrap() - 10.0).abs() < 1e-9);
+        // Too narrow a range to extrapolate from, too few points, usage falling with traffic.
+        assert_eq!(fitted_idle(&[(5000.0, 60.0), (5500.0, 65.0)], 0.2), None);
+        assert_eq!(fitted_idle(&[(5000.0, 60.0)], 0.2), None);
+        assert_eq!(fitted_idle(&[(2000.0, 60.0), (8000.0, 30.0)], 0.2), None);
+        // Never negative, never above the least usage seen.
+        assert_eq!(
+            fitted_idle(&[(2000.0, 10.0), (4000.0, 30.0)], 0.2),
+            Some(0.0)
+        );
+        assert_eq!(
+            fitted_idle(&[(2000.0, 50.0), (4000.0, 51.0)], 0.2),
+            Some(49.0)
+        );
+        // A line almost flat over high traffic, below the sample at 12 000: 47 at zero traffic, clamped to 45.
+        assert_eq!(
+            fitted_idle(&[(10000.0, 50.0), (12000.0, 45.0), (14000.0, 50.5)], 0.2),
+            Some(45.0)
+        );
+    }
+
+    #[test]
+    fn a_resource_at_its_limit_is_saturated() {
+        let mut r = LocalBrokerData {
+            cpu: ResourceUsage::new(395.0, 400.0),
+            bandwidth_in: ResourceUsage::new(10.0, 100.0),
+            ..Default::default()
+        };
+        assert_eq!(saturated(&r), [true, false, false, false]);
+        r.cpu = ResourceUsage::new(380.0, 400.0);
+        assert_eq!(saturated(&r), [false; RESOURCES]);
+    }
 
     fn report(cpu: (f64, f64), nic: f64, rate: f64, tp: f64) -> LocalBrokerData {
         LocalBrokerData {

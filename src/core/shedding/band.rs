@@ -8,10 +8,14 @@
 //!    (`loadBalancerHostUsageCheckIntervalMinutes`) after the first report that showed its traffic's last
 //!    change of more than [`STEADY`] (5 %; host usage is averaged over that window, so a report written right
 //!    after a change shows usage that lags it, and a broker may not rewrite it for minutes); the strategy keeps
-//!    the last [`COST_SAMPLES`] samples and uses their median, so a usage spike that traffic does not explain (a GC pause, a compaction) and lasts fewer
-//!    than half of those cycles moves neither the cost nor the score. Brokers without traffic of a kind borrow
-//!    the cluster's median absolute cost. Each broker's idle usage is what it reported while it had no traffic
-//!    (a new or restarted broker), else the cluster's median idle usage in absolute terms.
+//!    the last [`COST_SAMPLES`] samples (traffic and usage) and uses the median of their costs, so a usage spike
+//!    that traffic does not explain (a GC pause, a compaction) and lasts fewer than half of those cycles moves
+//!    neither the cost nor the score. A resource at its limit ([`cost_model::saturated`]) is not sampled: its
+//!    usage understates what its traffic needs. Brokers without a cost of their own borrow the cluster's median
+//!    absolute cost. Each broker's idle usage is what it reported while it had no traffic (a new or restarted
+//!    broker), else the cluster's median idle usage in absolute terms, else (no broker was ever seen idle) the
+//!    intercept of the line through the brokers' latest samples in absolute terms, when their traffic spans at
+//!    least [`FIT_SPAN`].
 //!    A completed move that a report does not show yet (a broker rewrites its report only when its load
 //!    moved by the report threshold) is applied to both brokers' traffic from the leader's own view
 //!    ([`SheddingContext::unreported`]), so the leader does not wait for those reports.
@@ -64,6 +68,10 @@ const DESTINATIONS_PER_BUNDLE: usize = 3;
 /// usage a 5 % step biases the score by at most 3 points, the margin between a plan's target spread (7) and
 /// the trigger (10), so a plan made on such a cost still lands inside the band.
 const STEADY: f64 = 0.05;
+/// Least relative range of the brokers' traffic (largest ÷ smallest − 1) over which the line through their
+/// samples gives the cluster's idle usage. The intercept is extrapolated: over a range of 20 %, an error in
+/// the sample at one end moves it by up to five times that error, and over a narrower range by more.
+const FIT_SPAN: f64 = 0.2;
 
 /// Which side of the band a broker is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,8 +83,8 @@ enum Side {
 /// BandShedder with its learned costs, hit counts and move memory.
 #[derive(Debug, Clone, Default)]
 pub struct BandShedder {
-    /// Per broker and resource: the last cost samples, oldest first.
-    samples: BTreeMap<String, [Vec<f64>; RESOURCES]>,
+    /// Per broker and resource: the last cost samples, oldest first, as (traffic, weighted percentage).
+    samples: BTreeMap<String, [Vec<(f64, f64)>; RESOURCES]>,
     /// Per broker out of band: the side and consecutive cycles there.
     hits: BTreeMap<String, (Side, i32)>,
     /// Brokers present at the last cycle (`None` before the first).
@@ -144,8 +152,9 @@ struct Weighed<'a> {
 }
 
 impl BandShedder {
-    /// The broker's current cost samples of one resource (oldest first), for tests and explain.
-    pub fn cost_samples(&self, broker: &str, resource: usize) -> &[f64] {
+    /// The broker's current cost samples of one resource (oldest first) as (traffic, weighted percentage), for
+    /// tests and explain.
+    pub fn cost_samples(&self, broker: &str, resource: usize) -> &[(f64, f64)] {
         self.samples
             .get(broker)
             .map_or(&[][..], |s| s[resource].as_slice())
@@ -168,20 +177,13 @@ impl BandShedder {
                 }
             }
         }
-        let idle_prior = cost_model::median_absolute(ctx.load.brokers().map(|(id, e)| {
-            (
-                self.idle.get(id).copied().unwrap_or([None; RESOURCES]),
-                cost_model::capacities(&e.local),
-            )
-        }));
-        let mut out = BTreeMap::new();
+        // First every broker's samples, then the costs: a broker that has no idle usage of its own borrows the
+        // others'.
         for (id, e) in ctx.load.brokers() {
-            let cap = cost_model::capacities(&e.local);
             let raw = cost_model::weighted_percentages(&e.local, &w);
-            let own_idle = self.idle.get(id).copied().unwrap_or([None; RESOURCES]);
-            let idle = cost_model::idle_usage(own_idle, &cap, &idle_prior, &raw);
-            let observed = cost_model::observed_costs(&e.local, &w, &idle);
+            let cap = cost_model::capacities(&e.local);
             let x = cost_model::broker_traffic(&e.local);
+            let full = cost_model::saturated(&e.local);
             // Host usage is averaged over `loadBalancerHostUsageCheckIntervalMinutes`, and a broker rewrites its
             // report only when its usage moved by `loadBalancerReportUpdateThresholdPercentage`: a report written
             // less than a window after its traffic changed shows usage that still lags the change, and it may
@@ -219,26 +221,68 @@ impl BandShedder {
             };
             self.last_traffic.insert(id.clone(), seen);
             let hist = self.samples.entry(id.clone()).or_default();
-            let mut costs = [None; RESOURCES];
             for r in 0..RESOURCES {
-                let Some(c) = observed[r] else {
+                if x[r] < cost_model::MIN_TRAFFIC[r] || cap[r] <= 0.0 {
                     // A broker whose traffic of this kind stopped has no current cost.
                     hist[r].clear();
                     continue;
-                };
+                }
                 // Host usage is averaged over time while traffic is current: right after traffic changes the
                 // ratio is off.
                 let steady = seen.changed[r].map_or(true, |c| seen.at - c >= window_ms);
                 // Samples are counted in regular cycles: an early cycle must not give a standing report more
-                // weight.
-                if steady && !ctx.early {
-                    hist[r].push(c);
+                // weight. A saturated resource shows less usage than its traffic needs.
+                if steady && !ctx.early && !full[r] {
+                    hist[r].push((x[r], raw[r]));
                     if hist[r].len() > COST_SAMPLES {
                         hist[r].remove(0);
                     }
                 }
-                costs[r] = cost_model::median(&mut hist[r].clone());
             }
+        }
+        let own_idle = |id: &str| -> [Option<f64>; RESOURCES] {
+            self.idle.get(id).copied().unwrap_or([None; RESOURCES])
+        };
+        let mut idle_prior = cost_model::median_absolute(
+            ctx.load
+                .brokers()
+                .map(|(id, e)| (own_idle(id), cost_model::capacities(&e.local))),
+        );
+        // No broker has been seen without traffic (every broker had bundles from the start): the line through
+        // the brokers' latest samples as (traffic, absolute usage) gives the cluster's idle usage, as brokers
+        // running the same software spend about the same absolute idle usage and cost per unit of traffic. An
+        // idle usage of 0 would fold it into the cost, and every move would be predicted to do more than it
+        // does (a 4-core broker idling at 10 % and using 80 % in all: by 14 %).
+        for (r, prior) in idle_prior.iter_mut().enumerate() {
+            if prior.is_none() {
+                // Each broker's latest sample: taken from a steady, unsaturated report.
+                let points: Vec<(f64, f64)> = ctx
+                    .load
+                    .brokers()
+                    .filter_map(|(id, e)| {
+                        let cap = cost_model::capacities(&e.local)[r];
+                        let (x, u) = *self.samples.get(id.as_str())?[r].last()?;
+                        Some((x, u * cap))
+                    })
+                    .collect();
+                *prior = cost_model::fitted_idle(&points, FIT_SPAN);
+            }
+        }
+        let mut out = BTreeMap::new();
+        for (id, e) in ctx.load.brokers() {
+            let cap = cost_model::capacities(&e.local);
+            let raw = cost_model::weighted_percentages(&e.local, &w);
+            let idle = cost_model::idle_usage(own_idle(id), &cap, &idle_prior, &raw);
+            let hist = self.samples.get(id.as_str());
+            let costs = std::array::from_fn(|r| {
+                let mut c: Vec<f64> = hist
+                    .map(|h| h[r].as_slice())
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(|(t, u)| (u - idle[r]).max(0.0) / t)
+                    .collect();
+                cost_model::median(&mut c)
+            });
             out.insert(id.clone(), (idle, costs));
         }
         out

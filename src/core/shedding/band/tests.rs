@@ -243,6 +243,70 @@ fn heterogeneous_brokers_are_balanced_by_usage_not_by_rate() {
 }
 
 #[test]
+fn idle_usage_is_read_off_the_brokers_line_when_no_broker_was_seen_idle() {
+    // Every broker idles at 10 points and spends 1 point per 100 msg/s; none was ever seen without traffic.
+    // b1 8 000 msg/s (90), b2 2 000 (30), b3 5 000 (60). With the idle usage folded into the cost, b2 would
+    // look 1.5 points per bundle costlier than b1 and the plan would stop short; read off the line through
+    // the three, every bundle weighs 10 points on either side: three moves from b1 to b2 give 60 / 60 / 60.
+    let a = bundles("t/a", 8, 1000.0);
+    let b = bundles("t/b", 2, 1000.0);
+    let c = bundles("t/c", 5, 1000.0);
+    let mut ld = cluster(&[
+        ("b1:8080", 1.0, refs(&a), 10.0),
+        ("b2:8080", 1.0, refs(&b), 10.0),
+        ("b3:8080", 1.0, refs(&c), 10.0),
+    ]);
+    let s = settings();
+    let mut st = Strategies::from_settings(&s);
+    cycle(&mut ld, &s, &mut st);
+    let plan = cycle(&mut ld, &s, &mut st);
+    assert_eq!(plan.unloads.len(), 3, "{plan:?}");
+    for u in &plan.unloads {
+        assert_eq!(u.destination.as_deref(), Some("b2:8080"), "{u:?}");
+    }
+    for p in &plan.prediction {
+        assert!((p.score_after - 60.0).abs() < 1e-6, "{:?}", plan.prediction);
+    }
+}
+
+#[test]
+fn a_saturated_resource_teaches_no_cost() {
+    // b1's traffic needs 120 % of its cpu, and its report shows 100 %: usage ÷ traffic would make its bundles
+    // look 17 % cheaper than they are. It borrows the cost of b2 and b3 instead and scores what its traffic
+    // needs.
+    let a = bundles("t/a", 12, 1000.0);
+    let b = bundles("t/b", 4, 1000.0);
+    let c = bundles("t/c", 4, 1000.0);
+    let mut ld = cluster(&[
+        ("b1:8080", 1.0, refs(&a), 0.0),
+        ("b2:8080", 1.0, refs(&b), 0.0),
+        ("b3:8080", 1.0, refs(&c), 0.0),
+    ]);
+    let mut full = report(1.0, &refs(&a), 0.0);
+    full.cpu = ResourceUsage::new(100.0, 100.0);
+    ld.insert_broker("b1:8080", full);
+    let s = settings();
+    let mut st = Strategies::from_settings(&s);
+    cycle(&mut ld, &s, &mut st);
+    let plan = cycle(&mut ld, &s, &mut st);
+    let now: Vec<(&str, f64)> = plan
+        .prediction
+        .iter()
+        .map(|p| (p.broker.as_str(), p.score_now))
+        .collect();
+    assert_eq!(
+        now,
+        vec![("b1:8080", 120.0), ("b2:8080", 40.0), ("b3:8080", 40.0)]
+    );
+    // 120 / 40 / 40 (mean 66.7), bundles of 10 points: b1 gives five, 70 / 70 / 60 is as close as they go.
+    let mut after: Vec<f64> = plan.prediction.iter().map(|p| p.score_after).collect();
+    assert_eq!(after[0], 70.0, "{after:?}");
+    after.sort_by(f64::total_cmp);
+    assert_eq!(after, vec![60.0, 70.0, 70.0]);
+    assert_eq!(plan.unloads.len(), 5, "{plan:?}");
+}
+
+#[test]
 fn the_move_budget_caps_a_plan() {
     let (_, mut ld) = hot_and_empty();
     let mut s = settings();
