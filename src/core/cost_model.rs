@@ -15,7 +15,8 @@
 //! A broker's usage is `idle + cost × traffic` per resource. The *idle* usage is what the broker reports while it
 //! has no traffic of that kind (a new or restarted broker); a broker never seen idle borrows the cluster's
 //! median idle usage in absolute terms (idle percentage × capacity, over its own capacity), or 0 when no broker
-//! was ever seen idle. Without the idle term, an empty broker's first bundles would be predicted to cost what
+//! was ever seen idle (BandShedder then reads it off the line through the brokers' samples, [`fitted_idle`];
+//! placement, which keeps no samples, takes 0). Without the idle term, an empty broker's first bundles would be predicted to cost what
 //! they cost on a busy broker *plus* that broker's idle share, and plans would under-fill new brokers.
 //!
 //! A broker without traffic of a kind (a new or empty broker) has no cost of its own for it: it gets the median
@@ -173,30 +174,36 @@ pub fn idle_usage(
     std::array::from_fn(|r| idle[r].min(current[r]))
 }
 
-/// The idle usage (points) that the least-squares line through `(traffic, weighted percentage)` samples of one
-/// broker and resource shows at zero traffic: `None` unless the samples' traffic spans at least `span` (largest
-/// ÷ smallest − 1) and usage rises with traffic. Clamped to `[0, smallest usage sampled]`: a broker's idle usage
-/// is never negative nor above what it used with traffic.
-pub fn fitted_idle(samples: &[(f64, f64)], span: f64) -> Option<f64> {
-    let lo = samples.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
-    let hi = samples
+/// Where the least-squares line through `(traffic, usage)` points meets zero traffic: the idle usage those points
+/// show, in the points' own usage unit (BandShedder passes one point per broker in absolute terms, percentage
+/// × capacity). `None` unless there are two finite points, the largest traffic is at least `1 + span` times
+/// the smallest (extrapolating from a narrower range magnifies a point's error too much), usage rises with
+/// traffic, and the intercept is at most half the least usage seen: a line that puts most of the lightest
+/// broker's usage down to idling explains the points poorly, and would leave that broker a cost of about 0, a
+/// destination that seems to take bundles for free. Never negative.
+pub fn fitted_idle(points: &[(f64, f64)], span: f64) -> Option<f64> {
+    let pts: Vec<(f64, f64)> = points
         .iter()
-        .map(|s| s.0)
-        .fold(f64::NEG_INFINITY, f64::max);
-    if samples.len() < 2 || lo <= 0.0 || hi / lo - 1.0 < span {
+        .copied()
+        .filter(|(t, u)| t.is_finite() && u.is_finite())
+        .collect();
+    let lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    let hi = pts.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+    if pts.len() < 2 || lo <= 0.0 || hi < lo * (1.0 + span) {
         return None;
     }
-    let n = samples.len() as f64;
-    let mt = samples.iter().map(|s| s.0).sum::<f64>() / n;
-    let mu = samples.iter().map(|s| s.1).sum::<f64>() / n;
-    let var: f64 = samples.iter().map(|s| (s.0 - mt) * (s.0 - mt)).sum();
-    let cov: f64 = samples.iter().map(|s| (s.0 - mt) * (s.1 - mu)).sum();
+    let n = pts.len() as f64;
+    let mt = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let mu = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let var: f64 = pts.iter().map(|p| (p.0 - mt) * (p.0 - mt)).sum();
+    let cov: f64 = pts.iter().map(|p| (p.0 - mt) * (p.1 - mu)).sum();
     let slope = cov / var;
-    if slope.is_nan() || slope <= 0.0 {
+    if !slope.is_finite() || slope <= 0.0 {
         return None;
     }
-    let least = samples.iter().map(|s| s.1).fold(f64::INFINITY, f64::min);
-    Some((mu - slope * mt).clamp(0.0, least.max(0.0)))
+    let least = pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let idle = (mu - slope * mt).max(0.0);
+    (idle <= least / 2.0).then_some(idle)
 }
 
 /// The median of `v` (sorted in place), `None` when empty.
@@ -226,19 +233,25 @@ mod tests {
         assert_eq!(fitted_idle(&[(5000.0, 60.0), (5500.0, 65.0)], 0.2), None);
         assert_eq!(fitted_idle(&[(5000.0, 60.0)], 0.2), None);
         assert_eq!(fitted_idle(&[(2000.0, 60.0), (8000.0, 30.0)], 0.2), None);
-        // Never negative, never above the least usage seen.
+        // Exactly 20 % is enough.
+        assert_eq!(
+            fitted_idle(&[(5000.0, 60.0), (6000.0, 70.0)], 0.2),
+            Some(10.0)
+        );
+        // Never negative; a non-finite point is left out.
         assert_eq!(
             fitted_idle(&[(2000.0, 10.0), (4000.0, 30.0)], 0.2),
             Some(0.0)
         );
         assert_eq!(
-            fitted_idle(&[(2000.0, 50.0), (4000.0, 51.0)], 0.2),
-            Some(49.0)
+            fitted_idle(&[(2000.0, 10.0), (f64::NAN, 5.0), (4000.0, 30.0)], 0.2),
+            Some(0.0)
         );
-        // A line almost flat over high traffic, below the sample at 12 000: 47 at zero traffic, clamped to 45.
+        // A line that puts more than half of the lightest usage down to idling explains nothing: 49 of 50.
+        assert_eq!(fitted_idle(&[(2000.0, 50.0), (4000.0, 51.0)], 0.2), None);
         assert_eq!(
-            fitted_idle(&[(10000.0, 50.0), (12000.0, 45.0), (14000.0, 50.5)], 0.2),
-            Some(45.0)
+            fitted_idle(&[(2000.0, 50.0), (4000.0, 75.0)], 0.2),
+            Some(25.0)
         );
     }
 
@@ -251,6 +264,9 @@ mod tests {
         };
         assert_eq!(saturated(&r), [true, false, false, false]);
         r.cpu = ResourceUsage::new(380.0, 400.0);
+        assert_eq!(saturated(&r), [false; RESOURCES]);
+        // An unknown limit saturates nothing.
+        r.cpu = ResourceUsage::new(380.0, 0.0);
         assert_eq!(saturated(&r), [false; RESOURCES]);
     }
 

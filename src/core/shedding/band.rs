@@ -14,8 +14,10 @@
 //!    usage understates what its traffic needs. Brokers without a cost of their own borrow the cluster's median
 //!    absolute cost. Each broker's idle usage is what it reported while it had no traffic (a new or restarted
 //!    broker), else the cluster's median idle usage in absolute terms, else (no broker was ever seen idle) the
-//!    intercept of the line through the brokers' latest samples in absolute terms, when their traffic spans at
-//!    least [`FIT_SPAN`].
+//!    intercept of the line through the brokers' latest samples in absolute terms ([`cost_model::fitted_idle`],
+//!    when the largest traffic is at least `1 +` [`FIT_SPAN`] times the smallest; kept until a later cycle
+//!    reads another). A broker's last steady saturated report bounds its cost from below, and stands in for
+//!    the cluster's cost where no broker has one of its own.
 //!    A completed move that a report does not show yet (a broker rewrites its report only when its load
 //!    moved by the report threshold) is applied to both brokers' traffic from the leader's own view
 //!    ([`SheddingContext::unreported`]), so the leader does not wait for those reports.
@@ -93,12 +95,29 @@ pub struct BandShedder {
     left: HashMap<String, Vec<(String, i64)>>,
     /// Per broker: its idle usage per resource, from the last report that carried no traffic of that kind.
     idle: BTreeMap<String, [Option<f64>; RESOURCES]>,
+    /// Per broker and resource: the last steady report that showed the resource saturated, as (traffic, absolute
+    /// usage): a lower bound on its cost.
+    saturated: BTreeMap<String, [Option<(f64, f64)>; RESOURCES]>,
+    /// Per resource: the cluster's idle usage, absolute, as the line through the brokers' samples last showed it
+    /// (kept while a cycle's samples do not give a line, so that costs do not jump with it).
+    idle_line: [Option<f64>; RESOURCES],
     /// Per broker: the last report a cycle saw, and when its traffic last changed.
     last_traffic: BTreeMap<String, TrafficSeen>,
     /// The last plan stopped at the move budget: the next cycle goes on without waiting for hits.
     unfinished: bool,
     /// A broker joined since the last cycle (known from the active set, before a cycle sees it).
     joined_pending: bool,
+}
+
+/// What a cycle learned of one broker.
+#[derive(Debug, Clone, Copy)]
+struct Learned {
+    /// Idle usage per resource, points (its own, else the cluster's).
+    idle: Vector,
+    /// Its own cost per resource (median of its samples), `None` where it has no sample.
+    costs: [Option<f64>; RESOURCES],
+    /// For a resource its last steady report showed saturated: usage ÷ traffic, a lower bound on the cost.
+    floor: [Option<f64>; RESOURCES],
 }
 
 /// The traffic of the last report of a broker a cycle saw.
@@ -152,20 +171,18 @@ struct Weighed<'a> {
 }
 
 impl BandShedder {
-    /// The broker's current cost samples of one resource (oldest first) as (traffic, weighted percentage), for
-    /// tests and explain.
+    /// The broker's current cost samples of one resource (oldest first) as (traffic, absolute usage: weighted
+    /// percentage × capacity), for tests and explain.
     pub fn cost_samples(&self, broker: &str, resource: usize) -> &[(f64, f64)] {
         self.samples
             .get(broker)
             .map_or(&[][..], |s| s[resource].as_slice())
     }
 
-    /// Learns idle usages and costs from the reports; returns each broker's completed idle usage and its own
-    /// costs (`None` where it has none).
-    fn learn(
-        &mut self,
-        ctx: &SheddingContext<'_>,
-    ) -> BTreeMap<String, (Vector, [Option<f64>; RESOURCES])> {
+    /// Learns idle usages and costs from the reports; returns each broker's completed idle usage, its own costs
+    /// (`None` where it has none) and, for a resource saturated now, the least cost its report allows (usage ÷
+    /// traffic understates it).
+    fn learn(&mut self, ctx: &SheddingContext<'_>) -> BTreeMap<String, Learned> {
         let w = weights4(ctx.settings);
         let window_ms = ctx.settings.host_usage_interval().as_millis() as i64;
         for (id, e) in ctx.load.brokers() {
@@ -221,10 +238,15 @@ impl BandShedder {
             };
             self.last_traffic.insert(id.clone(), seen);
             let hist = self.samples.entry(id.clone()).or_default();
+            let saturated = self
+                .saturated
+                .entry(id.clone())
+                .or_insert([None; RESOURCES]);
             for r in 0..RESOURCES {
                 if x[r] < cost_model::MIN_TRAFFIC[r] || cap[r] <= 0.0 {
                     // A broker whose traffic of this kind stopped has no current cost.
                     hist[r].clear();
+                    saturated[r] = None;
                     continue;
                 }
                 // Host usage is averaged over time while traffic is current: right after traffic changes the
@@ -232,8 +254,12 @@ impl BandShedder {
                 let steady = seen.changed[r].map_or(true, |c| seen.at - c >= window_ms);
                 // Samples are counted in regular cycles: an early cycle must not give a standing report more
                 // weight. A saturated resource shows less usage than its traffic needs.
+                if steady && !ctx.early && full[r] {
+                    saturated[r] = Some((x[r], raw[r] * cap[r]));
+                }
                 if steady && !ctx.early && !full[r] {
-                    hist[r].push((x[r], raw[r]));
+                    // Absolute, so that a capacity change does not mix units.
+                    hist[r].push((x[r], raw[r] * cap[r]));
                     if hist[r].len() > COST_SAMPLES {
                         hist[r].remove(0);
                     }
@@ -259,13 +285,12 @@ impl BandShedder {
                 let points: Vec<(f64, f64)> = ctx
                     .load
                     .brokers()
-                    .filter_map(|(id, e)| {
-                        let cap = cost_model::capacities(&e.local)[r];
-                        let (x, u) = *self.samples.get(id.as_str())?[r].last()?;
-                        Some((x, u * cap))
-                    })
+                    .filter_map(|(id, _)| self.samples.get(id.as_str())?[r].last().copied())
                     .collect();
-                *prior = cost_model::fitted_idle(&points, FIT_SPAN);
+                if let Some(i) = cost_model::fitted_idle(&points, FIT_SPAN) {
+                    self.idle_line[r] = Some(i);
+                }
+                *prior = self.idle_line[r];
             }
         }
         let mut out = BTreeMap::new();
@@ -275,15 +300,23 @@ impl BandShedder {
             let idle = cost_model::idle_usage(own_idle(id), &cap, &idle_prior, &raw);
             let hist = self.samples.get(id.as_str());
             let costs = std::array::from_fn(|r| {
+                if cap[r] <= 0.0 {
+                    return None;
+                }
                 let mut c: Vec<f64> = hist
                     .map(|h| h[r].as_slice())
                     .unwrap_or(&[])
                     .iter()
-                    .map(|(t, u)| (u - idle[r]).max(0.0) / t)
+                    .map(|(t, u)| (u / cap[r] - idle[r]).max(0.0) / t)
                     .collect();
                 cost_model::median(&mut c)
             });
-            out.insert(id.clone(), (idle, costs));
+            let saturated = self.saturated.get(id.as_str());
+            let floor = std::array::from_fn(|r| {
+                let (t, u) = saturated?[r]?;
+                (cap[r] > 0.0).then(|| (u / cap[r] - idle[r]).max(0.0) / t)
+            });
+            out.insert(id.clone(), Learned { idle, costs, floor });
         }
         out
     }
@@ -330,8 +363,15 @@ impl Shedder for BandShedder {
         let prior = cost_model::median_absolute(
             ctx.load
                 .brokers()
-                .map(|(id, e)| (learned[id.as_str()].1, cost_model::capacities(&e.local))),
+                .map(|(id, e)| (learned[id.as_str()].costs, cost_model::capacities(&e.local))),
         );
+        // Where no broker has a cost of its own, the saturated reports' lower bounds are all there is.
+        let floor_prior = cost_model::median_absolute(
+            ctx.load
+                .brokers()
+                .map(|(id, e)| (learned[id.as_str()].floor, cost_model::capacities(&e.local))),
+        );
+        let prior: [Option<f64>; RESOURCES] = std::array::from_fn(|r| prior[r].or(floor_prior[r]));
 
         // 2. Score by the model.
         // Completed moves a report does not show yet (the leader says which side): the source still lists the
@@ -362,8 +402,18 @@ impl Shedder for BandShedder {
             .iter()
             .map(|b| {
                 let local = &b.entry.local;
-                let (idle, own) = &learned[b.id];
-                let cost = cost_model::complete(*own, &cost_model::capacities(local), &prior);
+                let Learned {
+                    idle,
+                    costs: own,
+                    floor,
+                } = &learned[b.id];
+                // Its own cost, else the cluster's; never below what a saturated report shows (with no broker
+                // unsaturated, that is all there is to go by).
+                let borrowed = cost_model::complete(*own, &cost_model::capacities(local), &prior);
+                let cost: Vector = std::array::from_fn(|r| match own[r] {
+                    Some(_) => borrowed[r],
+                    None => borrowed[r].max(floor[r].unwrap_or(0.0)),
+                });
                 let raw = cost_model::weighted_percentages(local, &w);
                 let reported = cost_model::broker_traffic(local);
                 let x: Traffic = match shift.get(b.id) {
@@ -709,6 +759,7 @@ impl Shedder for BandShedder {
         self.hits.retain(|b, _| active.contains(b));
         self.last_traffic.retain(|b, _| active.contains(b));
         self.idle.retain(|b, _| active.contains(b));
+        self.saturated.retain(|b, _| active.contains(b));
     }
 
     fn corrects_unreported_moves(&self) -> bool {

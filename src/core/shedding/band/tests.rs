@@ -244,17 +244,18 @@ fn heterogeneous_brokers_are_balanced_by_usage_not_by_rate() {
 
 #[test]
 fn idle_usage_is_read_off_the_brokers_line_when_no_broker_was_seen_idle() {
-    // Every broker idles at 10 points and spends 1 point per 100 msg/s; none was ever seen without traffic.
-    // b1 8 000 msg/s (90), b2 2 000 (30), b3 5 000 (60). With the idle usage folded into the cost, b2 would
-    // look 1.5 points per bundle costlier than b1 and the plan would stop short; read off the line through
-    // the three, every bundle weighs 10 points on either side: three moves from b1 to b2 give 60 / 60 / 60.
+    // Every broker idles at 10 % of one core and spends 1 % of one core per 100 msg/s; none was ever seen
+    // without traffic. b1 8 000 msg/s (90 points), b2 2 000 (30), and b3, twice the size, 10 000 (55: 110 % of
+    // 200 %). With the idle usage folded into the cost, b1's bundles would look 11.25 points each and b2's 15,
+    // and the plan would stop short. Read off the line through the three in absolute terms, a bundle weighs 10
+    // points on b1 and b2 and 5 on b3: three moves from b1 to b2 give 60 / 60 / 55.
     let a = bundles("t/a", 8, 1000.0);
     let b = bundles("t/b", 2, 1000.0);
-    let c = bundles("t/c", 5, 1000.0);
+    let c = bundles("t/c", 10, 1000.0);
     let mut ld = cluster(&[
         ("b1:8080", 1.0, refs(&a), 10.0),
         ("b2:8080", 1.0, refs(&b), 10.0),
-        ("b3:8080", 1.0, refs(&c), 10.0),
+        ("b3:8080", 2.0, refs(&c), 5.0),
     ]);
     let s = settings();
     let mut st = Strategies::from_settings(&s);
@@ -264,8 +265,30 @@ fn idle_usage_is_read_off_the_brokers_line_when_no_broker_was_seen_idle() {
     for u in &plan.unloads {
         assert_eq!(u.destination.as_deref(), Some("b2:8080"), "{u:?}");
     }
-    for p in &plan.prediction {
-        assert!((p.score_after - 60.0).abs() < 1e-6, "{:?}", plan.prediction);
+    let after: Vec<f64> = plan.prediction.iter().map(|p| p.score_after).collect();
+    for (got, want) in after.iter().zip([60.0, 60.0, 55.0]) {
+        assert!((got - want).abs() < 1e-6, "{after:?}");
+    }
+}
+
+#[test]
+fn a_broker_saturated_alone_is_shed_from_at_its_least_cost() {
+    // b1's only report shows 100 % cpu for 12 000 msg/s, and no other broker has a cost to lend: b2 just
+    // joined, empty. Usage ÷ traffic is all there is, a lower bound, and it still drains b1 into b2.
+    let a = bundles("t/a", 12, 1000.0);
+    let mut ld = cluster(&[
+        ("b1:8080", 1.0, refs(&a), 0.0),
+        ("b2:8080", 1.0, vec![], 0.0),
+    ]);
+    let mut full = report(1.0, &refs(&a), 0.0);
+    full.cpu = ResourceUsage::new(100.0, 100.0);
+    ld.insert_broker("b1:8080", full);
+    let s = settings();
+    let mut st = Strategies::from_settings(&s);
+    let plan = cycle(&mut ld, &s, &mut st);
+    assert_eq!(plan.unloads.len(), 6, "{plan:?}");
+    for u in &plan.unloads {
+        assert_eq!(u.destination.as_deref(), Some("b2:8080"), "{u:?}");
     }
 }
 
