@@ -85,7 +85,8 @@ enum Side {
 /// BandShedder with its learned costs, hit counts and move memory.
 #[derive(Debug, Clone, Default)]
 pub struct BandShedder {
-    /// Per broker and resource: the last cost samples, oldest first, as (traffic, weighted percentage).
+    /// Per broker and resource: the last cost samples, oldest first, as (traffic, absolute usage: weighted
+    /// percentage × capacity).
     samples: BTreeMap<String, [Vec<(f64, f64)>; RESOURCES]>,
     /// Per broker out of band: the side and consecutive cycles there.
     hits: BTreeMap<String, (Side, i32)>,
@@ -180,8 +181,8 @@ impl BandShedder {
     }
 
     /// Learns idle usages and costs from the reports; returns each broker's completed idle usage, its own costs
-    /// (`None` where it has none) and, for a resource saturated now, the least cost its report allows (usage ÷
-    /// traffic understates it).
+    /// (`None` where it has none) and, for a resource its last steady report showed saturated, the least cost
+    /// that report allows (usage ÷ traffic understates it).
     fn learn(&mut self, ctx: &SheddingContext<'_>) -> BTreeMap<String, Learned> {
         let w = weights4(ctx.settings);
         let window_ms = ctx.settings.host_usage_interval().as_millis() as i64;
@@ -258,6 +259,7 @@ impl BandShedder {
                     saturated[r] = Some((x[r], raw[r] * cap[r]));
                 }
                 if steady && !ctx.early && !full[r] {
+                    saturated[r] = None;
                     // Absolute, so that a capacity change does not mix units.
                     hist[r].push((x[r], raw[r] * cap[r]));
                     if hist[r].len() > COST_SAMPLES {
