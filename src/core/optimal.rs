@@ -18,7 +18,8 @@
 //! Both sums are step functions of `m` (the first falls, the second rises), so taking `m` on a grid and pairing
 //! each cell's upper-edge giver count with its lower-edge receiver count gives a bound valid for every `m`.
 //! Counted one by one, receivers may all claim the same largest bundles; so the receivers are also counted
-//! together (each bundle reaches one broker), which is what makes the bound tight when many brokers are empty.
+//! together (each bundle reaches one broker), which is what makes the bound tight when many brokers are empty,
+//! and so are subsets of them, without the receivers that miss the least (see [`joint_receivers`]).
 //!
 //! # Exact ([`solve`])
 //!
@@ -234,9 +235,14 @@ fn bound_from(p: &BalanceProblem, owners: &[usize], fixed: &[bool], joint: bool)
 /// Receiver `b` misses `d_b,r = bottom − points_b,r` points on every resource and is lifted once some resource
 /// reaches `bottom`. A bundle brought to it covers at most `c_ib = max_r load_i,r × scale_b,r / d_b,r` of what it
 /// misses on the resource that lifts it, so the bundles brought to `b` have `Σ min(1, c_ib) ≥ 1`. Each bundle
-/// is brought to one broker at most, so with `g_i = max_b min(1, c_ib)` the moved bundles have `Σ g_i ≥` the
-/// number of receivers: at least the fewest of the largest `g_i` that reach it. Bundles already on a receiver
-/// count too (moving one between receivers can only add to the moves).
+/// is brought to one broker at most, so for any set `T` of receivers, with `g_i = max_{b ∈ T} min(1, c_ib)`,
+/// the moved bundles have `Σ g_i ≥ |T|`: at least the fewest of the largest `g_i` that reach it. Bundles
+/// already on a receiver count too (moving one between receivers can only add to the moves).
+///
+/// The count is taken for the receivers lowest first and for that set less its 1, 2, 4, … highest: a receiver
+/// just below `bottom` makes every bundle a full share for it, which alone would make the count useless
+/// (in skewed-start, a hot broker a point below the window let the bound settle on a window the cluster's load
+/// cannot fill). The largest of these counts is the bound.
 fn joint_receivers(
     p: &BalanceProblem,
     owners: &[usize],
@@ -245,53 +251,56 @@ fn joint_receivers(
     scores: &[f64],
     bottom: f64,
 ) -> u64 {
-    let receivers: Vec<usize> = (0..p.brokers.len())
+    let mut receivers: Vec<usize> = (0..p.brokers.len())
         .filter(|b| scores[*b] < bottom - 1e-9)
         .collect();
     if receivers.is_empty() {
         return 0;
     }
-    // Per receiver and resource: points per unit of load ÷ deficit.
-    let per: Vec<[f64; RESOURCES]> = receivers
-        .iter()
-        .map(|&b| {
-            std::array::from_fn(|r| {
-                let d = bottom - points[b][r];
-                if d > 1e-12 {
-                    p.brokers[b].scale[r] / d
-                } else {
-                    f64::INFINITY
-                }
-            })
-        })
+    // Lowest first: the prefixes leave out the receivers that miss the least.
+    receivers.sort_by(|a, b| scores[*a].total_cmp(&scores[*b]).then(a.cmp(b)));
+    let n = receivers.len();
+    // Prefix sizes counted: n, n − 1, n − 2, n − 4, …
+    let mut sizes: Vec<usize> = vec![n];
+    let mut drop = 1;
+    while drop < n {
+        sizes.push(n - drop);
+        drop *= 2;
+    }
+    let eligible: Vec<usize> = (0..p.bundles.len())
+        .filter(|i| p.bundles[*i].movable && !fixed[*i])
         .collect();
-    let mut g: Vec<f64> = p
-        .bundles
-        .iter()
-        .enumerate()
-        .filter(|(i, b)| b.movable && !fixed[*i])
-        .map(|(i, b)| {
-            let mut best = 0.0f64;
-            for (k, &rb) in receivers.iter().enumerate() {
-                if owners[i] == rb {
-                    continue;
-                }
-                for (load, share) in b.load.iter().zip(&per[k]) {
-                    if *load > 0.0 {
-                        best = best.max(load * share);
-                    }
-                }
-                if best >= 1.0 {
-                    return 1.0;
+    let mut g = vec![0.0f64; eligible.len()];
+    let mut best = 0u64;
+    for (k, &rb) in receivers.iter().enumerate() {
+        // Points per unit of load ÷ deficit, per resource.
+        let per: [f64; RESOURCES] = std::array::from_fn(|r| {
+            let d = bottom - points[rb][r];
+            if d > 1e-12 {
+                p.brokers[rb].scale[r] / d
+            } else {
+                f64::INFINITY
+            }
+        });
+        for (gi, &i) in g.iter_mut().zip(&eligible) {
+            if *gi >= 1.0 || owners[i] == rb {
+                continue;
+            }
+            for (load, share) in p.bundles[i].load.iter().zip(&per) {
+                if *load > 0.0 {
+                    *gi = gi.max((load * share).min(1.0));
                 }
             }
-            best
-        })
-        .filter(|v| *v > 0.0)
-        .collect();
-    g.sort_by(|a, b| b.total_cmp(a));
-    // Unreachable by this reasoning: the other counts decide (they say `None` when nothing can reach).
-    fewest(&g, receivers.len() as f64).unwrap_or(g.len() as u64)
+        }
+        if sizes.contains(&(k + 1)) {
+            let mut sorted: Vec<f64> = g.iter().copied().filter(|v| *v > 0.0).collect();
+            sorted.sort_by(|a, b| b.total_cmp(a));
+            // Unreachable by this reasoning: no balanced state lies in this window, any count will do.
+            let count = fewest(&sorted, (k + 1) as f64).unwrap_or(sorted.len() as u64);
+            best = best.max(count);
+        }
+    }
+    best
 }
 
 /// A lower bound on the moves that balance `p` from its current owners (`None`: no balanced state exists by
@@ -428,6 +437,26 @@ mod tests {
                 .collect(),
             spread,
         }
+    }
+
+    #[test]
+    fn a_receiver_just_below_the_window_does_not_make_every_bundle_a_full_share() {
+        // Lifting b1 (49), b2 and b3 (empty) to 50 with b0's four bundles of 20 and b1's 49: b1 misses a point,
+        // so for it any bundle is a full share, and counted with b1 the three receivers need only 3 bundles.
+        // b2 and b3 alone need 4 (0.98 + 0.4 + 0.4 + 0.4 ≥ 2); the true answer is 5 (49 + 20, 20 + 20 + 20).
+        let p = problem(
+            &[(0, 20.0), (0, 20.0), (0, 20.0), (0, 20.0), (1, 49.0)],
+            4,
+            10.0,
+        );
+        let owners = p.owners();
+        let points = p.points(&owners);
+        let scores: Vec<f64> = points.iter().map(score).collect();
+        let fixed = vec![false; p.bundles.len()];
+        assert_eq!(
+            joint_receivers(&p, &owners, &fixed, &points, &scores, 50.0),
+            4
+        );
     }
 
     #[test]
