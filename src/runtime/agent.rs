@@ -143,16 +143,26 @@ impl BrokerAgent {
                 .max(0) as u64,
         ) + Duration::from_secs(2);
         let waited_since = tokio::time::Instant::now();
-        // Apart from `waited_since`: store trouble must not use up the wait for a previous incarnation's node.
-        let mut troubled_since: Option<tokio::time::Instant> = None;
+        let registration = paths::broker(&broker_id);
         let lock = loop {
-            match ResourceLock::acquire(store.clone(), &paths::broker(&broker_id), &report).await {
+            // A store too busy to answer in time (a whole cluster starting at once) or briefly unreachable is
+            // tried again, as a supervisor would restart the process, on a clock apart from `waited_since`:
+            // store trouble must not use up the wait for a previous incarnation's node. An attempt that did
+            // reach the store left a node of this session, which the next one takes as its own
+            // (`coordination::claim`).
+            let attempt = crate::store::retry_transient(
+                &format!("register {broker_id}"),
+                REGISTRATION_PATIENCE,
+                || ResourceLock::acquire(store.clone(), &registration, &report),
+            )
+            .await;
+            match attempt {
                 Ok(l) => break l,
                 Err(Error::LockBusy { .. }) if waited_since.elapsed() < patience => {
                     tracing::warn!(
                         broker = %broker_id,
                         "{} is held by another session; waiting up to {patience:?} for it to expire",
-                        paths::broker(&broker_id)
+                        registration
                     );
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
@@ -162,22 +172,6 @@ impl BrokerAgent {
                         broker: broker_id,
                         store: store.address(),
                     });
-                }
-                // A store too busy to answer in time (a whole cluster starting at once) or briefly unreachable:
-                // tried again, as a supervisor would restart the process. An attempt that did reach the store
-                // left a node of this session, which the next one takes as its own (`coordination::claim`).
-                Err(e)
-                    if e.is_transient()
-                        && troubled_since
-                            .get_or_insert_with(tokio::time::Instant::now)
-                            .elapsed()
-                            < REGISTRATION_PATIENCE =>
-                {
-                    tracing::warn!(
-                        broker = %broker_id,
-                        "cannot register yet ({e}); trying again for up to {REGISTRATION_PATIENCE:?}"
-                    );
-                    tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 Err(e) => {
                     config_task.abort();

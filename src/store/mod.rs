@@ -484,8 +484,9 @@ impl std::hash::Hash for Notification {
 ///
 /// Contract: `Value` is exactly what a [`MetadataStore::get`] at the change's revision would have answered
 /// (value and stat; `created_by_self` as this store's session sees it when the notification is delivered),
-/// `Gone` that such a get would have answered `None`. A later change of the node always comes with a later notification, so a consumer that
-/// handles a path's notifications in order may use the last one's state instead of reading the node.
+/// `Gone` that such a get would have answered `None`. A later change of the node always comes with a later
+/// notification, so a consumer that handles a path's notifications in order may use the last one's state
+/// instead of reading the node.
 #[derive(Debug, Clone, Default)]
 pub enum NodeAfter {
     /// The store did not send it (ZooKeeper, the memory store, `ChildrenChanged`): read the node.
