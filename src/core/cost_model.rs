@@ -37,6 +37,34 @@ pub type Traffic = [f64; RESOURCES];
 /// Weighted percentages (points) or per-unit costs (points per unit of the driving traffic), in vector order.
 pub type Vector = [f64; RESOURCES];
 
+/// What a strategy learned of one broker at its last shedding cycle, in weighted points: its idle usage and its
+/// cost per unit of each driving traffic, both in the broker's own percentages.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BrokerCosts {
+    /// Idle usage per resource, points.
+    pub idle: Vector,
+    /// Cost per unit of the driving traffic per resource, points per msg/s or per B/s (0: unknown).
+    pub cost: Vector,
+}
+
+impl BrokerCosts {
+    /// The usage this model predicts for `traffic`: `idle + cost × traffic` where the traffic defines a cost
+    /// and the cost is known, else `fallback` (the reported usage).
+    pub fn usage(&self, traffic: &Traffic, fallback: &Vector) -> Vector {
+        std::array::from_fn(|r| {
+            if traffic[r] >= MIN_TRAFFIC[r] && self.cost[r] > 0.0 {
+                self.idle[r] + self.cost[r] * traffic[r]
+            } else {
+                fallback[r]
+            }
+        })
+    }
+}
+
+/// Per broker id: what the shedding strategy learned at its last cycle (BandShedder hands it to its placement,
+/// so that bundles placed between cycles are weighed with the same model as the plans).
+pub type LearnedCosts = std::collections::BTreeMap<String, BrokerCosts>;
+
 /// Traffic below this (msg/s or B/s) does not define a cost: the ratio would be mostly idle usage.
 pub const MIN_TRAFFIC: [f64; RESOURCES] = [1.0, 1024.0, 1024.0, 1024.0];
 

@@ -191,6 +191,10 @@ fn cycle(
         },
         &ctx,
     );
+    strategies
+        .placement
+        .strategy
+        .learn(strategies.shedder.learned_costs());
     plan.skipped.extend(outcome.skipped);
     plan.prediction = outcome.prediction;
     let transfer_shedder = strategies.shedder.kind() == ShedderKind::TransferShedder;

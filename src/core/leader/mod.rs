@@ -127,7 +127,8 @@ struct Unsettled {
     source: Option<String>,
     destination: String,
     at: i64,
-    /// The bundle's data when the move completed, if the load data had none (an orphan of a gone broker).
+    /// The data the leader kept of an orphan of a gone broker (its load data may drop it before the
+    /// destination reports it).
     last_data: Option<BundleData>,
 }
 

@@ -393,10 +393,9 @@ impl Leader {
                     source: rec.source.clone().filter(|s| *s != rec.destination),
                     destination: rec.destination.clone(),
                     at: now,
-                    last_data: match self.load.bundle(bundle) {
-                        Some(d) if d.short_term_data.num_samples > 0 => None,
-                        _ => self.gone_data.remove(bundle),
-                    },
+                    // Kept even when placement put it back into the load data: a report of any broker drops
+                    // an unlisted bundle's data once its preallocation ends.
+                    last_data: self.gone_data.remove(bundle),
                 });
                 self.warned.remove(&format!("{bundle}:unplaceable"));
                 if rec.cause.starts_grace_period() {
@@ -457,6 +456,16 @@ impl Leader {
     /// placement stream.
     pub(super) fn place(&mut self, bundle: &str) -> Result<Assignment, Skipped> {
         let mut rng = self.assignment_rng();
+        // A gone broker's bundle has no data left in the load data, and Pulsar places it as a default bundle.
+        // A placement that weighs traffic gets what the leader kept of it instead: counted as the mean bundle,
+        // a hot orphan lands as if it were an average one.
+        if self.strategies.placement.strategy.weighs_last_known_data()
+            && self.load.bundle(bundle).is_none()
+        {
+            if let Some(d) = self.gone_data.get(bundle) {
+                self.load.set_bundle(bundle, *d);
+            }
+        }
         assign_bundle(
             &mut self.load,
             &self.settings,

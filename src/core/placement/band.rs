@@ -9,12 +9,19 @@
 //!   random. A bundle never observed (no sample in its window) counts as the mean bundle of the reports.
 //!   Counting the preallocations keeps a burst of placements (a broker's bundles after a crash) from all
 //!   landing on the broker that was least loaded at the last report.
+//! * Where the shedder's last cycle learned a broker's idle usage and costs ([`LearnedCosts`]), its score is
+//!   that model's, `idle + cost × traffic` over its reported traffic, its preallocations and the bundle, as the
+//!   shedder scores it. A report's host usage is averaged over a window and is rewritten only when the load
+//!   moved by the report threshold, so right after a broker took bundles it can read several points below
+//!   what its traffic needs for minutes; weighed by that, a crashed broker's bundles went to the brokers a plan
+//!   had just filled (a third of them onto one broker in `rolling-restart`), and the next plan had to move them
+//!   off again.
 
 use rand::rngs::StdRng;
 use rand::Rng;
 
 use super::PlacementContext;
-use crate::core::cost_model::{self, Traffic, Vector, RESOURCES};
+use crate::core::cost_model::{self, LearnedCosts, Traffic, Vector, RESOURCES};
 use crate::core::{num, weights4};
 
 /// Per broker (context order): weighted percentages and completed costs.
@@ -88,6 +95,7 @@ fn traffic_of(ctx: &PlacementContext<'_>, m: &Model, bundle: &str) -> Traffic {
 
 pub(super) fn select(
     ctx: &PlacementContext<'_>,
+    learned: &LearnedCosts,
     bundle: &str,
     candidates: &[usize],
     planned: Option<&str>,
@@ -115,7 +123,15 @@ pub(super) fn select(
                     }
                 }
             }
-            let p = cost_model::shifted(&m.pct[i], &m.cost[i], &t, 1.0);
+            let b = &ctx.brokers[i];
+            let p = match learned.get(b.id) {
+                Some(l) => {
+                    let x = cost_model::broker_traffic(&b.entry.local);
+                    let total: Traffic = std::array::from_fn(|r| x[r] + t[r]);
+                    l.usage(&total, &cost_model::shifted(&m.pct[i], &m.cost[i], &t, 1.0))
+                }
+                None => cost_model::shifted(&m.pct[i], &m.cost[i], &t, 1.0),
+            };
             (i, cost_model::score(&p))
         })
         .collect();

@@ -36,6 +36,7 @@ use std::rc::Rc;
 
 use rand::rngs::StdRng;
 
+use super::cost_model::LearnedCosts;
 use super::load_data::{BrokerEntry, LoadData};
 use super::plan::{Assignment, Skipped};
 use super::policies::{broker_host, ClusterPolicies};
@@ -374,8 +375,9 @@ pub enum Placement {
     /// The extensible manager's LeastResourceUsageWithWeight (EMA from the brokers' load data).
     ExtensibleLeastResourceUsageWithWeight(ExtensibleLeastResourceUsage),
     /// BandShedder's placement: the least predicted score once the bundle (and every bundle preallocated since
-    /// the broker's last report) is added.
-    BandShedder,
+    /// the broker's last report) is added, with what the shedder learned at its last cycle where it has it
+    /// ([`Placement::learn`]).
+    BandShedder(LearnedCosts),
 }
 
 impl Placement {
@@ -390,7 +392,7 @@ impl Placement {
             PlacementKind::LeastResourceUsageWithWeight => {
                 Placement::LeastResourceUsageWithWeight(LeastResourceUsage::default())
             }
-            PlacementKind::BandShedder => Placement::BandShedder,
+            PlacementKind::BandShedder => Placement::BandShedder(LearnedCosts::new()),
         }
     }
 
@@ -403,7 +405,7 @@ impl Placement {
             Placement::ExtensibleLeastResourceUsageWithWeight(_) => {
                 "LeastResourceUsageWithWeight(extensible)"
             }
-            Placement::BandShedder => "BandShedder",
+            Placement::BandShedder(_) => "BandShedder",
         }
     }
 
@@ -428,14 +430,33 @@ impl Placement {
             }
             Placement::LeastResourceUsageWithWeight(s) => s.select(ctx, candidates, rng),
             Placement::ExtensibleLeastResourceUsageWithWeight(s) => s.select(ctx, candidates, rng),
-            Placement::BandShedder => band::select(ctx, bundle, candidates, planned, rng),
+            Placement::BandShedder(learned) => {
+                band::select(ctx, learned, bundle, candidates, planned, rng)
+            }
         }
+    }
+
+    /// What the shedding strategy learned at its cycle (its idle usages and costs per broker), for the
+    /// placements until its next cycle; only BandShedder's placement uses it.
+    pub fn learn(&mut self, learned: Option<&LearnedCosts>) {
+        if let (Placement::BandShedder(mine), Some(l)) = (self, learned) {
+            mine.clone_from(l);
+        }
+    }
+
+    /// Whether a bundle whose broker is gone is weighed by the data last seen of it, rather than Pulsar's
+    /// default data (BandShedder's placement, which predicts each broker's score from traffic).
+    pub fn weighs_last_known_data(&self) -> bool {
+        matches!(self, Placement::BandShedder(_))
     }
 
     /// The live broker set changed (forget EMA history of gone brokers).
     pub fn on_active_brokers_change(&mut self, active: &std::collections::BTreeSet<String>) {
-        if let Placement::LeastResourceUsageWithWeight(s) = self {
-            s.on_active_brokers_change(active);
+        match self {
+            Placement::LeastResourceUsageWithWeight(s) => s.on_active_brokers_change(active),
+            // A broker that left starts over when it comes back.
+            Placement::BandShedder(learned) => learned.retain(|b, _| active.contains(b)),
+            _ => {}
         }
     }
 }

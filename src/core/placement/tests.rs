@@ -680,3 +680,64 @@ fn cached_report_facts_match_the_entries_and_follow_every_report() {
         derived(&load, &other)
     );
 }
+
+/// A report of one bundle at `rate` msg/s in and out (1 kB messages) and `cpu` % CPU.
+fn band_report(bundle: &str, rate: f64, cpu: f64) -> LocalBrokerData {
+    let mut r = broker(cpu);
+    let stats = crate::model::NamespaceBundleStats {
+        msg_rate_in: rate,
+        msg_rate_out: rate,
+        msg_throughput_in: rate * 1000.0,
+        msg_throughput_out: rate * 1000.0,
+        topics: 1,
+        ..Default::default()
+    };
+    let usage = crate::model::SystemResourceUsage {
+        cpu: ResourceUsage::new(cpu, 100.0),
+        ..Default::default()
+    };
+    r.update(&usage, [(bundle.to_string(), stats)].into_iter().collect());
+    r
+}
+
+#[test]
+fn band_placement_scores_with_the_shedders_model_where_it_has_one() {
+    // `a` just took bundles: its report's CPU (averaged over a window) still reads 20 % for 6,000 msg/s, while
+    // `b` carries half that traffic at 40 %. By the reports alone `a` looks the emptier.
+    let mut load = LoadData::new();
+    load.insert_broker("a", band_report("t/n/0x00000000_0x40000000", 3000.0, 20.0));
+    load.insert_broker("b", band_report("t/n/0x40000000_0x80000000", 1500.0, 40.0));
+    let s = Settings::default();
+    let p = ClusterPolicies::none();
+    let bundle = "t/n/0x80000000_0xffffffff";
+    let mut state = PlacementState::new(Placement::new(PlacementKind::BandShedder, false));
+    assert_eq!(
+        select(&load, &s, &p, &mut state, bundle).unwrap().broker,
+        "a"
+    );
+    // The shedder learned that both idle at 5 % and cost 0.01 points per msg/s: `a` is at 65, `b` at 35.
+    let costs = crate::core::cost_model::BrokerCosts {
+        idle: [5.0, 0.0, 0.0, 0.0],
+        cost: [0.01, 0.0, 0.0, 0.0],
+    };
+    let learned: LearnedCosts = [("a".to_string(), costs), ("b".to_string(), costs)]
+        .into_iter()
+        .collect();
+    state.strategy.learn(Some(&learned));
+    let pick = select(&load, &s, &p, &mut state, bundle).unwrap();
+    assert_eq!(pick.broker, "b", "{}", pick.reason);
+    // A broker that left is forgotten (it starts over when it comes back): `a` is weighed by its report again.
+    state
+        .strategy
+        .on_active_brokers_change(&["b".to_string()].into_iter().collect());
+    assert_eq!(
+        select(&load, &s, &p, &mut state, bundle).unwrap().broker,
+        "a"
+    );
+    // Pulsar's strategies keep nothing of it.
+    let mut avg = PlacementState::new(Placement::new(PlacementKind::AvgShedder, false));
+    avg.strategy.learn(Some(&learned));
+    assert_eq!(avg.strategy, Placement::AvgShedder);
+    assert!(!avg.strategy.weighs_last_known_data());
+    assert!(state.strategy.weighs_last_known_data());
+}

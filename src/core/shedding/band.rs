@@ -54,7 +54,7 @@ use std::time::Duration;
 
 use super::{sheddable_bundles, Candidate, Shedder, SheddingContext, SheddingOutcome};
 use crate::config::{Settings, ShedderKind};
-use crate::core::cost_model::{self, Traffic, Vector, RESOURCES};
+use crate::core::cost_model::{self, BrokerCosts, LearnedCosts, Traffic, Vector, RESOURCES};
 use crate::core::placement::{filters, Candidates, PlacementContext};
 use crate::core::plan::{BrokerPrediction, Skipped, UnloadDecision};
 use crate::core::{namespace_of, num, weights4};
@@ -108,6 +108,8 @@ pub struct BandShedder {
     unfinished: bool,
     /// A broker joined since the last cycle (known from the active set, before a cycle sees it).
     joined_pending: bool,
+    /// Per broker: the idle usage and costs the last cycle scored it with (handed to placement).
+    costs: LearnedCosts,
 }
 
 /// What a cycle learned of one broker.
@@ -425,19 +427,26 @@ impl Shedder for BandShedder {
                 // Idle plus traffic × cost wherever the broker has traffic (its own cost, else the cluster's):
                 // its host usage lags behind bundles it just received, and a spike is not traffic. Its raw usage
                 // where it has none.
-                let p: Vector = std::array::from_fn(|r| {
-                    if x[r] >= cost_model::MIN_TRAFFIC[r] && cost[r] > 0.0 {
-                        idle[r] + cost[r] * x[r]
-                    } else {
-                        raw[r]
-                    }
-                });
+                let model = BrokerCosts { idle: *idle, cost };
+                let p = model.usage(&x, &raw);
                 Node {
                     id: b.id,
                     p,
                     cost,
                     items: None,
                 }
+            })
+            .collect();
+        self.costs = nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.id.to_owned(),
+                    BrokerCosts {
+                        idle: learned[n.id].idle,
+                        cost: n.cost,
+                    },
+                )
             })
             .collect();
         if nodes.len() < 2 {
@@ -762,6 +771,11 @@ impl Shedder for BandShedder {
         self.last_traffic.retain(|b, _| active.contains(b));
         self.idle.retain(|b, _| active.contains(b));
         self.saturated.retain(|b, _| active.contains(b));
+        self.costs.retain(|b, _| active.contains(b));
+    }
+
+    fn learned_costs(&self) -> Option<&LearnedCosts> {
+        Some(&self.costs)
     }
 
     fn corrects_unreported_moves(&self) -> bool {

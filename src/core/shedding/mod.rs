@@ -22,6 +22,7 @@ pub use uniform::UniformLoadShedder;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::cost_model::LearnedCosts;
 use super::load_data::LoadData;
 use super::placement::PlacementContext;
 use super::plan::{BrokerPrediction, Skipped, UnloadDecision};
@@ -141,6 +142,12 @@ pub trait Shedder: Send + std::fmt::Debug {
     /// Pulsar's strategies read the reports as they are, and the leader waits for them.
     fn corrects_unreported_moves(&self) -> bool {
         false
+    }
+
+    /// What the strategy learned of each broker at its last cycle (idle usage and cost per unit of traffic),
+    /// for the placements made until its next cycle; `None` for strategies that learn nothing.
+    fn learned_costs(&self) -> Option<&LearnedCosts> {
+        None
     }
 
     /// State restore (a snapshot's `recentlyUnloadedBrokers`): these brokers shed a bundle at these times,
