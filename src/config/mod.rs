@@ -135,6 +135,10 @@ const RANGE_RULES: &[(&str, Range)] = &[
         "loadmgrBandShedderNoReturnMinutes",
         Range::NonNegative("no memory beyond the grace period"),
     ),
+    (
+        "loadmgrBandShedderRollingRestartMinutes",
+        Range::NonNegative("a returning broker is refilled at once"),
+    ),
 ];
 
 /// Where a setting came from.

@@ -52,9 +52,9 @@ impl Strategies {
         )
     }
 
-    /// The live broker set changed.
-    pub fn on_active_brokers_change(&mut self, active: &BTreeSet<String>) {
-        self.shedder.on_active_brokers_change(active);
+    /// The live broker set changed at `now` (epoch ms).
+    pub fn on_active_brokers_change(&mut self, active: &BTreeSet<String>, now: i64) {
+        self.shedder.on_active_brokers_change(active, now);
         self.placement.strategy.on_active_brokers_change(active);
     }
 }

@@ -47,7 +47,7 @@ impl Leader {
             self.apply(&broker, report);
         }
         self.strategies
-            .on_active_brokers_change(&self.load.broker_ids());
+            .on_active_brokers_change(&self.load.broker_ids(), now);
         let grace_ms = self.grace_ms();
         for (rec, version) in state.records {
             if rec.cause.starts_grace_period() && now - rec.updated_ms <= grace_ms {
@@ -138,7 +138,7 @@ impl Leader {
         if self.apply(broker, report) {
             self.log(Level::Info, format!("broker {broker} joined"));
             self.strategies
-                .on_active_brokers_change(&self.load.broker_ids());
+                .on_active_brokers_change(&self.load.broker_ids(), now);
             // A strategy that acts on a new broker without waiting for cycles asks for an early one.
             self.arm_early_cycle(now);
         }
@@ -188,7 +188,7 @@ impl Leader {
             format!("broker {broker} left: its registration vanished"),
         );
         self.strategies
-            .on_active_brokers_change(&self.load.broker_ids());
+            .on_active_brokers_change(&self.load.broker_ids(), now);
         if self.stored_time_averages.contains(broker) {
             self.delete_flushed(
                 FlushedNode::TimeAverage(broker.to_owned()),

@@ -6,16 +6,16 @@
 //! 1. **Learn.** Each broker's cost per unit of traffic (cpu per msg/s, NIC and direct memory per B/s) is sampled
 //!    at each regular cycle from its report when that report was written at least a host-usage window
 //!    (`loadBalancerHostUsageCheckIntervalMinutes`) after the first report that showed its traffic's last
-//!    change of more than [`STEADY`] (5 %; host usage is averaged over that window, so a report written right
+//!    change of more than `STEADY` (5 %; host usage is averaged over that window, so a report written right
 //!    after a change shows usage that lags it, and a broker may not rewrite it for minutes); the strategy keeps
-//!    the last [`COST_SAMPLES`] samples (traffic and usage) and uses the median of their costs, so a usage spike
+//!    the last `COST_SAMPLES` (5) samples (traffic and usage) and uses the median of their costs, so a usage spike
 //!    that traffic does not explain (a GC pause, a compaction) and lasts fewer than half of those cycles moves
 //!    neither the cost nor the score. A resource at its limit ([`cost_model::saturated`]) is not sampled: its
 //!    usage understates what its traffic needs. Brokers without a cost of their own borrow the cluster's median
 //!    absolute cost. Each broker's idle usage is what it reported while it had no traffic (a new or restarted
 //!    broker), else the cluster's median idle usage in absolute terms, else (no broker was ever seen idle) the
 //!    intercept of the line through the brokers' latest samples in absolute terms ([`cost_model::fitted_idle`],
-//!    when the largest traffic is at least `1 +` [`FIT_SPAN`] times the smallest; kept until a later cycle
+//!    when the largest traffic is at least `1 + FIT_SPAN` (1.2) times the smallest; kept until a later cycle
 //!    reads another). A broker's last steady saturated report bounds its cost from below, and stands in for
 //!    the cluster's cost where no broker has one of its own.
 //!    A completed move that a report does not show yet (a broker rewrites its report only when its load
@@ -58,22 +58,13 @@ use crate::core::cost_model::{self, BrokerCosts, LearnedCosts, Traffic, Vector, 
 use crate::core::placement::{filters, Candidates, PlacementContext};
 use crate::core::plan::{BrokerPrediction, Skipped, UnloadDecision};
 use crate::core::{namespace_of, num, weights4};
+use learn::{Learned, Learner};
+use limits::Limits;
 
-/// Cost samples kept per broker (the median of these is its cost).
-pub const COST_SAMPLES: usize = 5;
 /// Highest-scored brokers whose bundles each planning step weighs.
 const SOURCES_PER_STEP: usize = 3;
 /// Lowest-scored eligible destinations weighed per bundle.
 const DESTINATIONS_PER_BUNDLE: usize = 3;
-/// Relative change of a broker's traffic (from where it last changed) that counts as a change, after which its
-/// usage is not sampled for a host-usage window. A smaller step is sampled while usage still lags it: at 60 %
-/// usage a 5 % step biases the score by at most 3 points, the margin between a plan's target spread (7) and
-/// the trigger (10), so a plan made on such a cost still lands inside the band.
-const STEADY: f64 = 0.05;
-/// Least relative range of the brokers' traffic (largest ÷ smallest − 1) over which the line through their
-/// samples gives the cluster's idle usage. The intercept is extrapolated: over a range of 20 %, an error in
-/// the sample at one end moves it by up to five times that error, and over a narrower range by more.
-const FIT_SPAN: f64 = 0.2;
 
 /// Which side of the band a broker is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,54 +76,22 @@ enum Side {
 /// BandShedder with its learned costs, hit counts and move memory.
 #[derive(Debug, Clone, Default)]
 pub struct BandShedder {
-    /// Per broker and resource: the last cost samples, oldest first, as (traffic, absolute usage: weighted
-    /// percentage × capacity).
-    samples: BTreeMap<String, [Vec<(f64, f64)>; RESOURCES]>,
+    /// What it learned of each broker's costs.
+    learner: Learner,
     /// Per broker out of band: the side and consecutive cycles there.
     hits: BTreeMap<String, (Side, i32)>,
     /// Brokers present at the last cycle (`None` before the first).
     seen: Option<BTreeSet<String>>,
     /// Per bundle: brokers a plan moved it off, with when (epoch ms).
     left: HashMap<String, Vec<(String, i64)>>,
-    /// Per broker: its idle usage per resource, from the last report that carried no traffic of that kind.
-    idle: BTreeMap<String, [Option<f64>; RESOURCES]>,
-    /// Per broker and resource: the last steady report that showed the resource saturated, as (traffic, absolute
-    /// usage): a lower bound on its cost.
-    saturated: BTreeMap<String, [Option<(f64, f64)>; RESOURCES]>,
-    /// Per resource: the cluster's idle usage, absolute, as the line through the brokers' samples last showed it
-    /// (kept while a cycle's samples do not give a line, so that costs do not jump with it).
-    idle_line: [Option<f64>; RESOURCES],
-    /// Per broker: the last report a cycle saw, and when its traffic last changed.
-    last_traffic: BTreeMap<String, TrafficSeen>,
     /// The last plan stopped at the move budget: the next cycle goes on without waiting for hits.
     unfinished: bool,
     /// A broker joined since the last cycle (known from the active set, before a cycle sees it).
     joined_pending: bool,
     /// Per broker: the idle usage and costs the last cycle scored it with (handed to placement).
     costs: LearnedCosts,
-}
-
-/// What a cycle learned of one broker.
-#[derive(Debug, Clone, Copy)]
-struct Learned {
-    /// Idle usage per resource, points (its own, else the cluster's).
-    idle: Vector,
-    /// Its own cost per resource (median of its samples), `None` where it has no sample.
-    costs: [Option<f64>; RESOURCES],
-    /// For a resource its last steady report showed saturated: usage ÷ traffic, a lower bound on the cost.
-    floor: [Option<f64>; RESOURCES],
-}
-
-/// The traffic of the last report of a broker a cycle saw.
-#[derive(Debug, Clone, Copy)]
-struct TrafficSeen {
-    /// Its `lastUpdate`, epoch ms.
-    at: i64,
-    /// Per resource: the traffic as of its latest change of more than [`STEADY`] (so that small steps add up).
-    traffic: Traffic,
-    /// Per resource: the `lastUpdate` of the first report that showed that change, the latest instant the
-    /// traffic can have changed at (`None`: no change seen, as for the first report a leader sees).
-    changed: [Option<i64>; RESOURCES],
+    /// Departures and returns, for rolling restarts.
+    restarts: restarts::Restarts,
 }
 
 /// One broker's working state during planning.
@@ -161,6 +120,13 @@ struct Item<'a> {
     group: Option<&'a str>,
 }
 
+impl<'a> Item<'a> {
+    /// What the plan-wide filters count of it ([`Limits`]): its name, topics and anti-affinity group.
+    fn key(&self) -> (&'a str, i64, Option<&'a str>) {
+        (self.bundle, self.topics, self.group)
+    }
+}
+
 /// A move weighed during planning.
 #[derive(Debug, Clone, Copy)]
 struct Weighed<'a> {
@@ -177,152 +143,7 @@ impl BandShedder {
     /// The broker's current cost samples of one resource (oldest first) as (traffic, absolute usage: weighted
     /// percentage × capacity), for tests and explain.
     pub fn cost_samples(&self, broker: &str, resource: usize) -> &[(f64, f64)] {
-        self.samples
-            .get(broker)
-            .map_or(&[][..], |s| s[resource].as_slice())
-    }
-
-    /// Learns idle usages and costs from the reports; returns each broker's completed idle usage, its own costs
-    /// (`None` where it has none) and, for a resource its last steady report showed saturated, the least cost
-    /// that report allows (usage ÷ traffic understates it).
-    fn learn(&mut self, ctx: &SheddingContext<'_>) -> BTreeMap<String, Learned> {
-        let w = weights4(ctx.settings);
-        let window_ms = ctx.settings.host_usage_interval().as_millis() as i64;
-        for (id, e) in ctx.load.brokers() {
-            let seen = cost_model::idle_percentages(&e.local, &w);
-            let idle = self.idle.entry(id.clone()).or_insert([None; RESOURCES]);
-            for r in 0..RESOURCES {
-                if seen[r].is_some() {
-                    idle[r] = seen[r];
-                }
-            }
-        }
-        // First every broker's samples, then the costs: a broker that has no idle usage of its own borrows the
-        // others'.
-        for (id, e) in ctx.load.brokers() {
-            let raw = cost_model::weighted_percentages(&e.local, &w);
-            let cap = cost_model::capacities(&e.local);
-            let x = cost_model::broker_traffic(&e.local);
-            let full = cost_model::saturated(&e.local);
-            // Host usage is averaged over `loadBalancerHostUsageCheckIntervalMinutes`, and a broker rewrites its
-            // report only when its usage moved by `loadBalancerReportUpdateThresholdPercentage`: a report written
-            // less than a window after its traffic changed shows usage that still lags the change, and it may
-            // stand for many cycles. Sampling it would teach a cost the broker does not have (after a plan the
-            // sources would look costlier and the destinations cheaper than they are). Reports are sparse, so
-            // the change may have happened just before the first report that shows it: a resource is sampled
-            // only from a report written at least a window after that first report, with the same traffic; it is
-            // sampled at every regular cycle while it stands, so one spike weighs no more than one cycle. The
-            // first report a leader sees counts as settled: nothing says its traffic just changed, and it is all
-            // there is to learn from (a new leader, a cluster that starts steady).
-            let seen = match self.last_traffic.get(id) {
-                Some(t) if t.at == e.local.last_update => *t,
-                Some(t) => {
-                    let moved: [bool; RESOURCES] =
-                        std::array::from_fn(|r| (x[r] - t.traffic[r]).abs() > STEADY * x[r]);
-                    TrafficSeen {
-                        at: e.local.last_update,
-                        traffic: std::array::from_fn(
-                            |r| if moved[r] { x[r] } else { t.traffic[r] },
-                        ),
-                        changed: std::array::from_fn(|r| {
-                            if moved[r] {
-                                Some(e.local.last_update)
-                            } else {
-                                t.changed[r]
-                            }
-                        }),
-                    }
-                }
-                None => TrafficSeen {
-                    at: e.local.last_update,
-                    traffic: x,
-                    changed: [None; RESOURCES],
-                },
-            };
-            self.last_traffic.insert(id.clone(), seen);
-            let hist = self.samples.entry(id.clone()).or_default();
-            let saturated = self
-                .saturated
-                .entry(id.clone())
-                .or_insert([None; RESOURCES]);
-            for r in 0..RESOURCES {
-                if x[r] < cost_model::MIN_TRAFFIC[r] || cap[r] <= 0.0 {
-                    // A broker whose traffic of this kind stopped has no current cost.
-                    hist[r].clear();
-                    saturated[r] = None;
-                    continue;
-                }
-                // Host usage is averaged over time while traffic is current: right after traffic changes the
-                // ratio is off.
-                let steady = seen.changed[r].map_or(true, |c| seen.at - c >= window_ms);
-                // Samples are counted in regular cycles: an early cycle must not give a standing report more
-                // weight. A saturated resource shows less usage than its traffic needs.
-                if steady && !ctx.early && full[r] {
-                    saturated[r] = Some((x[r], raw[r] * cap[r]));
-                }
-                if steady && !ctx.early && !full[r] {
-                    saturated[r] = None;
-                    // Absolute, so that a capacity change does not mix units.
-                    hist[r].push((x[r], raw[r] * cap[r]));
-                    if hist[r].len() > COST_SAMPLES {
-                        hist[r].remove(0);
-                    }
-                }
-            }
-        }
-        let own_idle = |id: &str| -> [Option<f64>; RESOURCES] {
-            self.idle.get(id).copied().unwrap_or([None; RESOURCES])
-        };
-        let mut idle_prior = cost_model::median_absolute(
-            ctx.load
-                .brokers()
-                .map(|(id, e)| (own_idle(id), cost_model::capacities(&e.local))),
-        );
-        // No broker has been seen without traffic (every broker had bundles from the start): the line through
-        // the brokers' latest samples as (traffic, absolute usage) gives the cluster's idle usage, as brokers
-        // running the same software spend about the same absolute idle usage and cost per unit of traffic. An
-        // idle usage of 0 would fold it into the cost, and every move would be predicted to do more than it
-        // does (a 4-core broker idling at 10 % and using 80 % in all: by 14 %).
-        for (r, prior) in idle_prior.iter_mut().enumerate() {
-            if prior.is_none() {
-                // Each broker's latest sample: taken from a steady, unsaturated report.
-                let points: Vec<(f64, f64)> = ctx
-                    .load
-                    .brokers()
-                    .filter_map(|(id, _)| self.samples.get(id.as_str())?[r].last().copied())
-                    .collect();
-                if let Some(i) = cost_model::fitted_idle(&points, FIT_SPAN) {
-                    self.idle_line[r] = Some(i);
-                }
-                *prior = self.idle_line[r];
-            }
-        }
-        let mut out = BTreeMap::new();
-        for (id, e) in ctx.load.brokers() {
-            let cap = cost_model::capacities(&e.local);
-            let raw = cost_model::weighted_percentages(&e.local, &w);
-            let idle = cost_model::idle_usage(own_idle(id), &cap, &idle_prior, &raw);
-            let hist = self.samples.get(id.as_str());
-            let costs = std::array::from_fn(|r| {
-                if cap[r] <= 0.0 {
-                    return None;
-                }
-                let mut c: Vec<f64> = hist
-                    .map(|h| h[r].as_slice())
-                    .unwrap_or(&[])
-                    .iter()
-                    .map(|(t, u)| (u / cap[r] - idle[r]).max(0.0) / t)
-                    .collect();
-                cost_model::median(&mut c)
-            });
-            let saturated = self.saturated.get(id.as_str());
-            let floor = std::array::from_fn(|r| {
-                let (t, u) = saturated?[r]?;
-                (cap[r] > 0.0).then(|| (u / cap[r] - idle[r]).max(0.0) / t)
-            });
-            out.insert(id.clone(), Learned { idle, costs, floor });
-        }
-        out
+        self.learner.cost_samples(broker, resource)
     }
 }
 
@@ -336,8 +157,16 @@ fn side_of(score: f64, mean: f64, half: f64) -> Option<Side> {
     }
 }
 
-fn mean_of(nodes: &[Node<'_>]) -> f64 {
-    nodes.iter().map(|n| cost_model::score(&n.p)).sum::<f64>() / nodes.len().max(1) as f64
+/// The mean predicted score of the brokers not held.
+fn mean_of(nodes: &[Node<'_>], held: &[bool]) -> f64 {
+    let (sum, n) = nodes
+        .iter()
+        .zip(held)
+        .filter(|(_, h)| !**h)
+        .fold((0.0, 0usize), |(sum, n), (node, _)| {
+            (sum + cost_model::score(&node.p), n + 1)
+        });
+    sum / n.max(1) as f64
 }
 
 impl Shedder for BandShedder {
@@ -363,7 +192,7 @@ impl Shedder for BandShedder {
         let mut out = SheddingOutcome::default();
 
         // 1. Learn, then complete every broker's costs.
-        let learned = self.learn(ctx);
+        let learned = self.learner.learn(ctx);
         let prior = cost_model::median_absolute(
             ctx.load
                 .brokers()
@@ -453,10 +282,20 @@ impl Shedder for BandShedder {
             return out;
         }
         let scores: Vec<f64> = nodes.iter().map(|n| cost_model::score(&n.p)).collect();
-        let mean = mean_of(&nodes);
+        // Brokers back from a restart in a rolling restart wait for placement (see `restarts`): they take no
+        // part in the trigger or the plan while held.
+        let ids: Vec<&str> = nodes.iter().map(|n| n.id).collect();
+        let (held, note) = self.restarts.hold(s, ctx.now, &ids, &scores);
+        if let Some(note) = note {
+            out.skipped
+                .push(Skipped::new("cluster", format!("BandShedder: {note}")));
+        }
+        let mean = mean_of(&nodes, &held);
         let (lo, hi) = scores
             .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), s| {
+            .zip(&held)
+            .filter(|(_, h)| !**h)
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), (s, _)| {
                 (a.min(*s), b.max(*s))
             });
         let spread = hi - lo;
@@ -483,7 +322,8 @@ impl Shedder for BandShedder {
         let mut confirmed: Vec<String> = Vec::new();
         let mut waiting: Vec<String> = Vec::new();
         for (i, n) in nodes.iter().enumerate() {
-            let Some(side) = side_of(scores[i], mean, half).filter(|_| spread > target) else {
+            let in_band = side_of(scores[i], mean, half).filter(|_| spread > target && !held[i]);
+            let Some(side) = in_band else {
                 if !ctx.early {
                     self.hits.remove(n.id);
                 }
@@ -620,9 +460,9 @@ impl Shedder for BandShedder {
         let mut planned: Vec<Candidate> = Vec::new();
         // Brokers by predicted score, lowest first. A move changes two scores, so the order is kept across steps
         // and re-sorted nearly sorted.
-        let mut order: Vec<usize> = (0..nodes.len()).collect();
+        let mut order: Vec<usize> = (0..nodes.len()).filter(|i| !held[*i]).collect();
         loop {
-            let m = mean_of(&nodes);
+            let m = mean_of(&nodes, &held);
             let sc: Vec<f64> = nodes.iter().map(|n| cost_model::score(&n.p)).collect();
             order.sort_by(|a, b| sc[*a].total_cmp(&sc[*b]).then(a.cmp(b)));
             let predicted_spread = sc[order[order.len() - 1]] - sc[order[0]];
@@ -667,7 +507,7 @@ impl Shedder for BandShedder {
                         if dst == src
                             || item.cands.filtered.binary_search(&dst).is_err()
                             || item.barred.contains(&dst)
-                            || !limits.admits(pctx, item, dst)
+                            || !limits.admits(pctx, item.key(), dst)
                         {
                             continue;
                         }
@@ -720,7 +560,7 @@ impl Shedder for BandShedder {
                 cost_model::shifted(&nodes[b.src].p, &nodes[b.src].cost, &item.traffic, -1.0);
             nodes[b.dst].p =
                 cost_model::shifted(&nodes[b.dst].p, &nodes[b.dst].cost, &item.traffic, 1.0);
-            limits.record(pctx, &item, b.dst);
+            limits.record(pctx, item.key(), b.dst);
             moves_out[b.src] += 1;
             moves_in[b.dst] += 1;
             planned.push(Candidate {
@@ -758,7 +598,8 @@ impl Shedder for BandShedder {
         out
     }
 
-    fn on_active_brokers_change(&mut self, active: &BTreeSet<String>) {
+    fn on_active_brokers_change(&mut self, active: &BTreeSet<String>, now: i64) {
+        self.restarts.observe(active, now);
         if let Some(seen) = &mut self.seen {
             // A broker that left is forgotten, so that it counts as new when it comes back (a restart).
             seen.retain(|b| active.contains(b));
@@ -766,11 +607,8 @@ impl Shedder for BandShedder {
                 self.joined_pending = true;
             }
         }
-        self.samples.retain(|b, _| active.contains(b));
+        self.learner.retain(active);
         self.hits.retain(|b, _| active.contains(b));
-        self.last_traffic.retain(|b, _| active.contains(b));
-        self.idle.retain(|b, _| active.contains(b));
-        self.saturated.retain(|b, _| active.contains(b));
         self.costs.retain(|b, _| active.contains(b));
     }
 
@@ -811,54 +649,6 @@ impl Shedder for BandShedder {
     }
 }
 
-/// What one plan has already given each destination, for the filters that count across a plan's moves.
-struct Limits {
-    max_topics: i64,
-    /// Some broker has at most `max_topics` topics (else Pulsar's filter keeps every broker).
-    topics_filter_on: bool,
-    domains: bool,
-    added_topics: Vec<i64>,
-    /// (broker or failure domain, anti-affinity group) → the one new namespace it receives in this plan.
-    group_gain: HashMap<(String, String), String>,
-    planned_ns: HashSet<(usize, String)>,
-}
-
-impl Limits {
-    /// Whether `dst` may still receive `item` in this plan: within the topic maximum, and no second new
-    /// namespace of an anti-affinity group.
-    fn admits(&self, pctx: &PlacementContext<'_>, item: &Item<'_>, dst: usize) -> bool {
-        if self.topics_filter_on
-            && pctx.brokers[dst].topics + self.added_topics[dst] + item.topics > self.max_topics
-        {
-            return false;
-        }
-        let Some(g) = item.group else {
-            return true;
-        };
-        let ns = namespace_of(item.bundle);
-        if self.planned_ns.contains(&(dst, ns.to_owned())) {
-            return true;
-        }
-        let key = group_key(pctx, dst, self.domains);
-        self.group_gain
-            .get(&(key, g.to_owned()))
-            .map_or(true, |other| other == ns)
-    }
-
-    /// Counts `item` as planned onto `dst`.
-    fn record(&mut self, pctx: &PlacementContext<'_>, item: &Item<'_>, dst: usize) {
-        self.added_topics[dst] += item.topics;
-        let ns = namespace_of(item.bundle);
-        if let Some(g) = item.group {
-            let key = group_key(pctx, dst, self.domains);
-            self.group_gain
-                .entry((key, g.to_owned()))
-                .or_insert_with(|| ns.to_owned());
-        }
-        self.planned_ns.insert((dst, ns.to_owned()));
-    }
-}
-
 /// The move of `item`, `nodes[src]`'s item `k`, to `dst`, with its benefit (the fall of Σ (score − m)²), or `None` when
 /// it would leave the destination above the source or above the plan band's top `m + plan_spread/2` (a
 /// destination overshot with fresh bundles could not shed them again within the grace period).
@@ -888,15 +678,8 @@ fn weigh<'a>(
     })
 }
 
-/// The key anti-affinity counts under: the broker, or its failure domain when domains are enabled.
-fn group_key(ctx: &PlacementContext<'_>, broker: usize, domains: bool) -> String {
-    let id = ctx.brokers[broker].id;
-    if domains {
-        format!("domain:{}", ctx.policies.domain_of(id))
-    } else {
-        id.to_owned()
-    }
-}
-
+mod learn;
+mod limits;
+mod restarts;
 #[cfg(test)]
 mod tests;

@@ -115,8 +115,8 @@ pub trait Shedder: Send + std::fmt::Debug {
         self.find_bundles(ctx)
     }
 
-    /// The set of live brokers changed: forget state about brokers no longer present.
-    fn on_active_brokers_change(&mut self, _active: &BTreeSet<String>) {}
+    /// The set of live brokers changed at `now` (epoch ms): forget state about brokers no longer present.
+    fn on_active_brokers_change(&mut self, _active: &BTreeSet<String>, _now: i64) {}
 
     /// The cycle kept these unloads of the last pass (after its filters and placement), decided at `now`.
     fn on_unloads_planned(&mut self, _unloads: &[UnloadDecision], _now: i64) {}

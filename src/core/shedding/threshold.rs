@@ -164,7 +164,7 @@ impl Shedder for ThresholdShedder {
         out
     }
 
-    fn on_active_brokers_change(&mut self, active: &BTreeSet<String>) {
+    fn on_active_brokers_change(&mut self, active: &BTreeSet<String>, _now: i64) {
         self.ema.retain(|b, _| active.contains(b));
     }
 }
@@ -466,7 +466,7 @@ mod tests {
         assert!((sh.usage("broker-1").unwrap() - 0.8991).abs() < 1e-6);
         // 0.8991 is still above (0.8991 + 0) / 2 + 0.1, so the stale average keeps shedding.
         assert!(!out.candidates.is_empty());
-        sh.on_active_brokers_change(&["broker2".to_string()].into());
+        sh.on_active_brokers_change(&["broker2".to_string()].into(), 0);
         assert!(sh.usage("broker-1").is_none());
     }
 }

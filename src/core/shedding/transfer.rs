@@ -257,7 +257,7 @@ impl Shedder for TransferShedder {
         }
     }
 
-    fn on_active_brokers_change(&mut self, active: &BTreeSet<String>) {
+    fn on_active_brokers_change(&mut self, active: &BTreeSet<String>, _now: i64) {
         self.recently_unloaded_brokers
             .retain(|b, _| active.contains(b));
     }

@@ -496,7 +496,7 @@ fn a_broker_that_joins_asks_for_an_early_cycle_that_fills_it() {
     assert!(cycle(&mut ld, &s, &mut st).unloads.is_empty());
     assert!(st.shedder.wants_early_cycle(&s).is_none());
     ld.insert_broker("b3:8080", report(1.0, &[], 0.0));
-    st.on_active_brokers_change(&ld.broker_ids());
+    st.on_active_brokers_change(&ld.broker_ids(), NOW);
     assert!(st.shedder.wants_early_cycle(&s).is_some());
     let plan = early_cycle(&mut ld, &s, &mut st, NOW + 10_000);
     assert!(!plan.unloads.is_empty(), "{plan:?}");
@@ -509,7 +509,7 @@ fn a_broker_that_joins_asks_for_an_early_cycle_that_fills_it() {
     let mut off = settings();
     off.loadmgr_band_shedder_early_cycle_seconds = 0;
     ld.insert_broker("b4:8080", report(1.0, &[], 0.0));
-    st.on_active_brokers_change(&ld.broker_ids());
+    st.on_active_brokers_change(&ld.broker_ids(), NOW);
     assert!(st.shedder.wants_early_cycle(&off).is_none());
 }
 
@@ -581,4 +581,101 @@ fn a_completed_move_a_report_does_not_show_yet_is_counted_where_the_bundle_went(
         "{plan:?}"
     );
     assert!(st.shedder.corrects_unreported_moves());
+}
+
+/// Four brokers of 100 % cpu; b1 restarted at minute 5 and refilled, then b2 restarted at minute 10 and back
+/// empty at minute 11, the others within the band (5, 5 and 6 bundles of `rate` msg/s). The strategy saw every
+/// change.
+fn second_restart_of_a_wave(s: &Settings, rate: f64) -> (LoadData, Strategies) {
+    const MIN: i64 = 60_000;
+    let ids = |v: &[&str]| {
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<BTreeSet<String>>()
+    };
+    let all = ["b1:8080", "b2:8080", "b3:8080", "b4:8080"];
+    let mut st = Strategies::from_settings(s);
+    st.on_active_brokers_change(&ids(&all), NOW);
+    st.on_active_brokers_change(&ids(&all[1..]), NOW + 5 * MIN);
+    st.on_active_brokers_change(&ids(&all), NOW + 6 * MIN);
+    // b1 came back with no return before it: it is refilled at once.
+    let a = bundles("t/a", 4, 1000.0);
+    let b = bundles("t/b", 6, 1000.0);
+    let c = bundles("t/c", 6, 1000.0);
+    let mut ld = cluster(&[
+        ("b1:8080", 1.0, vec![], 0.0),
+        ("b2:8080", 1.0, refs(&a), 0.0),
+        ("b3:8080", 1.0, refs(&b), 0.0),
+        ("b4:8080", 1.0, refs(&c), 0.0),
+    ]);
+    let plan = cycle_at(&mut ld, s, &ClusterPolicies::none(), &mut st, NOW + 6 * MIN);
+    assert!(!plan.unloads.is_empty(), "{plan:?}");
+    assert!(plan
+        .unloads
+        .iter()
+        .all(|u| u.destination.as_deref() == Some("b1:8080")));
+    // b2 leaves 4 minutes after b1 came back, and comes back a minute later.
+    st.on_active_brokers_change(&ids(&["b1:8080", "b3:8080", "b4:8080"]), NOW + 10 * MIN);
+    st.on_active_brokers_change(&ids(&all), NOW + 11 * MIN);
+    let a = bundles("t/a", 5, rate);
+    let b = bundles("t/b", 5, rate);
+    let c = bundles("t/c", 6, rate);
+    let ld = cluster(&[
+        ("b1:8080", 1.0, refs(&a), 0.0),
+        ("b2:8080", 1.0, vec![], 0.0),
+        ("b3:8080", 1.0, refs(&b), 0.0),
+        ("b4:8080", 1.0, refs(&c), 0.0),
+    ]);
+    (ld, st)
+}
+
+#[test]
+fn a_broker_back_in_a_rolling_restart_is_left_to_placement_until_the_next_restart_is_due() {
+    const MIN: i64 = 60_000;
+    let s = settings();
+    let (mut ld, mut st) = second_restart_of_a_wave(&s, 1000.0);
+    let p = ClusterPolicies::none();
+    // Held for the 4 minutes between b1's return and b2's departure, plus a shedding interval: until 16.
+    for minute in [11, 13, 15] {
+        let plan = cycle_at(&mut ld, &s, &p, &mut st, NOW + minute * MIN);
+        assert!(plan.unloads.is_empty(), "minute {minute}: {plan:?}");
+        assert!(
+            plan.skipped.iter().any(|k| k
+                .reason
+                .contains("b2:8080 0.0 is back from a rolling restart and left to placement for")),
+            "minute {minute}: {plan:?}"
+        );
+    }
+    // No broker left meanwhile: b2 is refilled.
+    let plan = cycle_at(&mut ld, &s, &p, &mut st, NOW + 16 * MIN);
+    assert!(!plan.unloads.is_empty(), "{plan:?}");
+    assert!(plan
+        .unloads
+        .iter()
+        .all(|u| u.destination.as_deref() == Some("b2:8080")));
+}
+
+#[test]
+fn a_broker_back_in_a_rolling_restart_is_refilled_at_once_when_the_others_run_hot_or_the_setting_is_off(
+) {
+    const MIN: i64 = 60_000;
+    let p = ClusterPolicies::none();
+    // At 1,350 msg/s a bundle, b4 is at 81 points, above 85 − 10/2.
+    let s = settings();
+    let (mut ld, mut st) = second_restart_of_a_wave(&s, 1350.0);
+    let plan = cycle_at(&mut ld, &s, &p, &mut st, NOW + 11 * MIN);
+    assert!(!plan.unloads.is_empty(), "{plan:?}");
+    assert!(
+        plan.skipped.iter().any(|k| {
+            k.reason.contains(
+            "b2:8080 is back from a rolling restart but not held: another broker scores 81.0 > 80.0"
+        )
+        }),
+        "{plan:?}"
+    );
+    let mut off = settings();
+    off.loadmgr_band_shedder_rolling_restart_minutes = 0;
+    let (mut ld, mut st) = second_restart_of_a_wave(&off, 1000.0);
+    let plan = cycle_at(&mut ld, &off, &p, &mut st, NOW + 11 * MIN);
+    assert!(!plan.unloads.is_empty(), "{plan:?}");
 }

@@ -1,0 +1,217 @@
+//! Rolling restarts as BandShedder sees them: which brokers came back while a rolling restart is under way, and
+//! how long to leave them to placement instead of refilling them by moves.
+//!
+//! In a rolling restart each broker leaves in turn; its bundles are placed at once on the brokers left (they
+//! must be served), and it comes back empty. Refilled by moves at once, every return costs as many moves as
+//! the broker's share (40 or so of 500 bundles on ten brokers), and the next broker's restart scatters its
+//! bundles again minutes later. Left alone, the empty broker is the least loaded when the next broker leaves,
+//! so placement gives it that broker's bundles: the refill comes with moves the restart makes anyway.
+//!
+//! A broker that comes back is *held* (not refilled by moves) when its restart follows another broker's: it
+//! left at most `limit` after another broker came back, and no earlier than that. It is held for as long as
+//! the gap between that return and its own departure (when the next broker is expected to leave), plus
+//! `slack` (a shedding interval, so that the cycle after the next departure sees the orphans placed). What
+//! the last broker of a rolling restart waits is that gap: the price of not guessing which broker is the last.
+//!
+//! A new leader knows only the departures and returns it saw itself.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::config::Settings;
+use crate::core::num;
+
+/// Membership history of the brokers a leader saw.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Restarts {
+    /// The live brokers at the last change (`None` before the first).
+    members: Option<BTreeSet<String>>,
+    /// Per broker that left: when, epoch ms.
+    departed: BTreeMap<String, i64>,
+    /// Returns, oldest first: (broker, when it came back, when it had left), epoch ms.
+    returns: Vec<(String, i64, i64)>,
+}
+
+impl Restarts {
+    /// The live broker set changed at `now` (epoch ms). The first set a leader sees has no departures.
+    pub(super) fn observe(&mut self, active: &BTreeSet<String>, now: i64) {
+        if let Some(members) = &self.members {
+            for gone in members.difference(active) {
+                self.departed.insert(gone.clone(), now);
+            }
+            for back in active.difference(members) {
+                if let Some(left) = self.departed.remove(back) {
+                    self.returns.push((back.clone(), now, left));
+                }
+            }
+        }
+        self.members = Some(active.clone());
+    }
+
+    /// Per broker (in `ids` order, scored `scores`): whether it is held at `now`. A broker back in a rolling
+    /// restart is held while it scores below the others' mean and every other broker is at least half a band
+    /// (`loadmgrBandShedderSpreadPercentage` ÷ 2) below `loadBalancerBrokerOverloadedThresholdPercentage`: the
+    /// others carry its share, and a broker that close could cross the threshold with report noise or the next
+    /// restart's bundles before a cycle sees it. The note says which brokers came back in a rolling restart and
+    /// why each is held or not.
+    pub(super) fn hold(
+        &mut self,
+        settings: &Settings,
+        now: i64,
+        ids: &[&str],
+        scores: &[f64],
+    ) -> (Vec<bool>, Option<String>) {
+        let limit = settings
+            .loadmgr_band_shedder_rolling_restart_minutes
+            .saturating_mul(60_000);
+        let slack = settings.shedding_interval().as_millis() as i64;
+        let until = self.held(now, limit, slack);
+        let mut held: Vec<bool> = ids.iter().map(|id| until.contains_key(*id)).collect();
+        if !held.contains(&true) {
+            return (held, None);
+        }
+        let others: Vec<f64> = scores
+            .iter()
+            .zip(&held)
+            .filter(|(_, h)| !**h)
+            .map(|(s, _)| *s)
+            .collect();
+        let hottest = others.iter().copied().fold(0.0, f64::max);
+        let ceiling = f64::from(settings.load_balancer_broker_overloaded_threshold_percentage)
+            - settings.loadmgr_band_shedder_spread_percentage / 2.0;
+        let mean = others.iter().sum::<f64>() / others.len().max(1) as f64;
+        let mut notes = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            if !held[i] {
+                continue;
+            }
+            let why = if hottest > ceiling {
+                Some(format!(
+                    "another broker scores {} > {} (half a band below the overload threshold)",
+                    num(hottest),
+                    num(ceiling)
+                ))
+            } else if scores[i] >= mean {
+                Some(format!(
+                    "it scores {} ≥ the others' mean {}",
+                    num(scores[i]),
+                    num(mean)
+                ))
+            } else {
+                None
+            };
+            match why {
+                Some(why) => {
+                    held[i] = false;
+                    notes.push(format!(
+                        "{id} is back from a rolling restart but not held: {why}"
+                    ));
+                }
+                None => notes.push(format!(
+                    "{id} {} is back from a rolling restart and left to placement for {} s more",
+                    num(scores[i]),
+                    (until[*id] - now + 999) / 1000
+                )),
+            }
+        }
+        (held, Some(notes.join("; ")))
+    }
+
+    /// The brokers held at `now`, each with the instant its hold ends (epoch ms): see the module docs.
+    /// `limit` ≤ 0 holds none. Returns older than twice `limit` are forgotten.
+    fn held(&mut self, now: i64, limit: i64, slack: i64) -> BTreeMap<String, i64> {
+        let mut out = BTreeMap::new();
+        if limit <= 0 {
+            self.returns.clear();
+            return out;
+        }
+        self.returns.retain(|(_, back, _)| now - back <= 2 * limit);
+        self.departed.retain(|_, left| now - *left <= 2 * limit);
+        for (i, (broker, back, left)) in self.returns.iter().enumerate() {
+            // The latest return of another broker before this one left.
+            let previous = self.returns[..i]
+                .iter()
+                .filter(|(b, p, _)| b != broker && p <= left)
+                .map(|(_, p, _)| *p)
+                .max();
+            let Some(previous) = previous else {
+                continue;
+            };
+            let gap = left - previous;
+            if gap > limit {
+                continue;
+            }
+            let until = back + gap + slack;
+            let still_here = self.members.as_ref().is_some_and(|m| m.contains(broker));
+            if now < until && still_here {
+                out.insert(broker.clone(), until);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: i64 = 60_000;
+
+    fn set(ids: &[&str]) -> BTreeSet<String> {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Brokers a..d restarted one after another: each down a minute, the next leaving 4 minutes after.
+    fn wave() -> Restarts {
+        let all = ["a", "b", "c", "d"];
+        let mut r = Restarts::default();
+        r.observe(&set(&all), 0);
+        for (k, b) in all.iter().enumerate() {
+            let t = 5 * MIN * (k as i64 + 1);
+            let without: Vec<&str> = all.iter().copied().filter(|x| x != b).collect();
+            r.observe(&set(&without), t);
+            r.observe(&set(&all), t + MIN);
+        }
+        r
+    }
+
+    #[test]
+    fn the_first_return_of_a_wave_is_not_held_and_the_next_ones_are_for_the_gap() {
+        let mut r = wave();
+        // a came back at 6 with no return before it; b left at 10, 4 minutes after a came back, and came
+        // back at 11: held until 11 + 4 + 1 (slack).
+        let mut r2 = r.clone();
+        assert!(!r2.held(6 * MIN, 15 * MIN, MIN).contains_key("a"));
+        assert_eq!(r2.held(11 * MIN, 15 * MIN, MIN).get("b"), Some(&(16 * MIN)));
+        // At 21 (d came back at 21 after leaving at 20; c came back at 16): d is held until 26, b and c no more.
+        let held = r.held(21 * MIN, 15 * MIN, MIN);
+        assert_eq!(held, [("d".to_string(), 26 * MIN)].into_iter().collect());
+        assert!(r.held(26 * MIN, 15 * MIN, MIN).is_empty());
+    }
+
+    #[test]
+    fn restarts_further_apart_than_the_limit_or_overlapping_are_no_wave() {
+        let mut r = wave();
+        assert!(r.held(21 * MIN, 3 * MIN, MIN).is_empty(), "gap of 4 > 3");
+        assert!(r.held(21 * MIN, 0, MIN).is_empty(), "off");
+        // Two brokers down at once: the second left before the first came back.
+        let mut o = Restarts::default();
+        o.observe(&set(&["a", "b", "c"]), 0);
+        o.observe(&set(&["b", "c"]), MIN);
+        o.observe(&set(&["c"]), 2 * MIN);
+        o.observe(&set(&["a", "c"]), 3 * MIN);
+        o.observe(&set(&["a", "b", "c"]), 4 * MIN);
+        assert!(o.held(4 * MIN, 15 * MIN, MIN).is_empty());
+    }
+
+    #[test]
+    fn a_broker_gone_again_is_not_held_and_a_new_leader_knows_no_departure() {
+        let mut r = wave();
+        r.observe(&set(&["a", "b", "c"]), 21 * MIN + 10_000);
+        assert!(r.held(21 * MIN + 20_000, 15 * MIN, MIN).is_empty());
+        // A leader whose first view lacks a broker does not count its arrival as a return.
+        let mut fresh = Restarts::default();
+        fresh.observe(&set(&["a", "b"]), 0);
+        fresh.observe(&set(&["a", "b", "c"]), MIN);
+        assert!(fresh.returns.is_empty());
+    }
+}
