@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::core::shedding::SheddingContext;
 use crate::core::cost_model::{self, Traffic, Vector, RESOURCES};
+use crate::core::shedding::SheddingContext;
 use crate::core::weights4;
 
 /// Relative change of a broker's traffic (from where it last changed) that counts as a change, after which its
