@@ -154,9 +154,10 @@ settings! {
     ("loadmgrBandShedderEarlyCycleSeconds", dynamic = true) loadmgr_band_shedder_early_cycle_seconds: i64 = 10;
     /// BandShedder: a bundle is never planned back onto a broker it was moved off within this many minutes.
     ("loadmgrBandShedderNoReturnMinutes", dynamic = true) loadmgr_band_shedder_no_return_minutes: i64 = 60;
-    /// BandShedder: a broker that comes back at most this many minutes after another broker's return is in a
-    /// rolling restart, and is left to placement (not refilled by moves) for as long as the restarts are
-    /// apart, while no other broker is above `loadBalancerBrokerOverloadedThresholdPercentage`; 0 = never.
+    /// BandShedder: a broker that left at most this many minutes after another broker came back (and not
+    /// before) is in a rolling restart; when it comes back it is left to placement, not refilled by moves,
+    /// for that gap plus a shedding interval, while it scores below the others' mean and every other broker
+    /// is at least half a band below `loadBalancerBrokerOverloadedThresholdPercentage`; 0 = never.
     ("loadmgrBandShedderRollingRestartMinutes", dynamic = true) loadmgr_band_shedder_rolling_restart_minutes: i64 = 15;
     /// Leader flush period of bundle data and broker time averages, minutes.
     ("loadBalancerResourceQuotaUpdateIntervalMinutes", dynamic = false) load_balancer_resource_quota_update_interval_minutes: i32 = 15;

@@ -10,8 +10,9 @@
 //!   Counting the preallocations keeps a burst of placements (a broker's bundles after a crash) from all
 //!   landing on the broker that was least loaded at the last report.
 //! * Where the shedder's last cycle learned a broker's idle usage and costs ([`LearnedCosts`]), its score is
-//!   that model's, `idle + cost × traffic` over its reported traffic, its preallocations and the bundle, as the
-//!   shedder scores it. A report's host usage is averaged over a window and is rewritten only when the load
+//!   that model's, `idle + cost × traffic` over its reported traffic, its preallocations and the bundle (the
+//!   shedder's model, without its correction for moves the reports do not show yet: a source that has not
+//!   reported giving bundles away looks busier, the safe side). A report's host usage is averaged over a window and is rewritten only when the load
 //!   moved by the report threshold, so right after a broker took bundles it can read several points below
 //!   what its traffic needs for minutes; weighed by that, a crashed broker's bundles went to the brokers a plan
 //!   had just filled (a third of them onto one broker in `rolling-restart`), and the next plan had to move them

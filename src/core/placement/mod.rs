@@ -437,10 +437,14 @@ impl Placement {
     }
 
     /// What the shedding strategy learned at its cycle (its idle usages and costs per broker), for the
-    /// placements until its next cycle; only BandShedder's placement uses it.
+    /// placements until its next cycle; only BandShedder's placement uses it, and `None` (a strategy that
+    /// learns nothing) clears it.
     pub fn learn(&mut self, learned: Option<&LearnedCosts>) {
-        if let (Placement::BandShedder(mine), Some(l)) = (self, learned) {
-            mine.clone_from(l);
+        if let Placement::BandShedder(mine) = self {
+            match learned {
+                Some(l) => mine.clone_from(l),
+                None => mine.clear(),
+            }
         }
     }
 

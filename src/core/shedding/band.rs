@@ -30,7 +30,9 @@
 //!    band when the last plan stopped at its move budget. Making a plan clears every count. Those two need no
 //!    confirmation, so the strategy asks the leader for an *early cycle*
 //!    `loadmgrBandShedderEarlyCycleSeconds` (10) after a broker joins or after such a plan (run once no move
-//!    is in flight); an early cycle counts no hits and takes no cost samples.
+//!    is in flight); an early cycle counts no hits and takes no cost samples. A broker back from a restart in
+//!    a rolling restart may be *held* ([`restarts`]): it is left out of the mean, the spread, the hit counts
+//!    and the plan until the next restart is due, and counts as joined when released.
 //! 4. **Plan.** Greedy, largest benefit first: repeatedly, over the bundles of the three highest-scored brokers
 //!    that have bundles outside their grace period
 //!    and, for each bundle, the three lowest-scored brokers placement allows, take the move that most reduces
@@ -302,7 +304,13 @@ impl Shedder for BandShedder {
 
         // 3. Trigger.
         self.joined_pending = false;
-        let current: BTreeSet<String> = nodes.iter().map(|n| n.id.to_owned()).collect();
+        // A held broker is not seen yet: released, it counts as joined and is refilled at once.
+        let current: BTreeSet<String> = nodes
+            .iter()
+            .zip(&held)
+            .filter(|(_, h)| !**h)
+            .map(|(n, _)| n.id.to_owned())
+            .collect();
         let joined: BTreeSet<&str> = match &self.seen {
             Some(seen) => nodes
                 .iter()

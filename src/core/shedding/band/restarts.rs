@@ -20,15 +20,30 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::config::Settings;
 use crate::core::num;
 
+/// How long a departure or a return is remembered, ms: a day, longer than any sensible limit.
+const MEMORY_MS: i64 = 24 * 60 * 60_000;
+
 /// Membership history of the brokers a leader saw.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Restarts {
     /// The live brokers at the last change (`None` before the first).
     members: Option<BTreeSet<String>>,
-    /// Per broker that left: when, epoch ms.
-    departed: BTreeMap<String, i64>,
-    /// Returns, oldest first: (broker, when it came back, when it had left), epoch ms.
-    returns: Vec<(String, i64, i64)>,
+    /// The latest return of any broker: (broker, when), epoch ms.
+    last_return: Option<(String, i64)>,
+    /// Per broker that left: when, and the latest return of another broker before that (epoch ms).
+    departed: BTreeMap<String, (i64, Option<i64>)>,
+    /// Returns that followed another broker's, oldest first: (broker, when it came back, when it had left, when
+    /// the other broker had come back), epoch ms.
+    returns: Vec<Return>,
+}
+
+/// A return that followed another broker's.
+#[derive(Debug, Clone)]
+struct Return {
+    broker: String,
+    back: i64,
+    left: i64,
+    previous: i64,
 }
 
 impl Restarts {
@@ -36,15 +51,32 @@ impl Restarts {
     pub(super) fn observe(&mut self, active: &BTreeSet<String>, now: i64) {
         if let Some(members) = &self.members {
             for gone in members.difference(active) {
-                self.departed.insert(gone.clone(), now);
+                let previous = self
+                    .last_return
+                    .as_ref()
+                    .filter(|(b, _)| b != gone)
+                    .map(|(_, at)| *at);
+                self.departed.insert(gone.clone(), (now, previous));
             }
             for back in active.difference(members) {
-                if let Some(left) = self.departed.remove(back) {
-                    self.returns.push((back.clone(), now, left));
+                let Some((left, previous)) = self.departed.remove(back) else {
+                    continue;
+                };
+                if let Some(previous) = previous {
+                    self.returns.push(Return {
+                        broker: back.clone(),
+                        back: now,
+                        left,
+                        previous,
+                    });
                 }
+                self.last_return = Some((back.clone(), now));
             }
         }
         self.members = Some(active.clone());
+        self.departed
+            .retain(|_, (left, _)| now - *left <= MEMORY_MS);
+        self.returns.retain(|r| now - r.back <= MEMORY_MS);
     }
 
     /// Per broker (in `ids` order, scored `scores`): whether it is held at `now`. A broker back in a rolling
@@ -117,35 +149,23 @@ impl Restarts {
     }
 
     /// The brokers held at `now`, each with the instant its hold ends (epoch ms): see the module docs.
-    /// `limit` ≤ 0 holds none. Returns older than twice `limit` are forgotten.
+    /// `limit` ≤ 0 holds none. Returns whose hold is over are forgotten.
     fn held(&mut self, now: i64, limit: i64, slack: i64) -> BTreeMap<String, i64> {
         let mut out = BTreeMap::new();
-        if limit <= 0 {
-            self.returns.clear();
-            return out;
-        }
-        self.returns.retain(|(_, back, _)| now - back <= 2 * limit);
-        self.departed.retain(|_, left| now - *left <= 2 * limit);
-        for (i, (broker, back, left)) in self.returns.iter().enumerate() {
-            // The latest return of another broker before this one left.
-            let previous = self.returns[..i]
-                .iter()
-                .filter(|(b, p, _)| b != broker && p <= left)
-                .map(|(_, p, _)| *p)
-                .max();
-            let Some(previous) = previous else {
-                continue;
-            };
-            let gap = left - previous;
-            if gap > limit {
-                continue;
+        let members = self.members.as_ref();
+        self.returns.retain(|r| {
+            let gap = r.left - r.previous;
+            if limit <= 0 || gap > limit {
+                return false;
             }
-            let until = back + gap + slack;
-            let still_here = self.members.as_ref().is_some_and(|m| m.contains(broker));
-            if now < until && still_here {
-                out.insert(broker.clone(), until);
+            let until = r.back.saturating_add(gap).saturating_add(slack);
+            let here = members.is_some_and(|m| m.contains(&r.broker));
+            if now >= until || !here {
+                return false;
             }
-        }
+            out.insert(r.broker.clone(), until);
+            true
+        });
         out
     }
 }
@@ -201,6 +221,27 @@ mod tests {
         o.observe(&set(&["a", "c"]), 3 * MIN);
         o.observe(&set(&["a", "b", "c"]), 4 * MIN);
         assert!(o.held(4 * MIN, 15 * MIN, MIN).is_empty());
+    }
+
+    #[test]
+    fn a_hold_lasts_its_gap_however_long_ago_the_previous_return_was() {
+        // a down from 0 to 8; b leaves 14 minutes after a came back and is down 8 minutes: held until
+        // 30 + 14 + 1, though a's return is then 37 minutes old.
+        let mut r = Restarts::default();
+        r.observe(&set(&["a", "b", "c"]), -MIN);
+        r.observe(&set(&["b", "c"]), 0);
+        r.observe(&set(&["a", "b", "c"]), 8 * MIN);
+        r.observe(&set(&["a", "c"]), 22 * MIN);
+        r.observe(&set(&["a", "b", "c"]), 30 * MIN);
+        for minute in [30, 38, 44] {
+            assert_eq!(
+                r.held(minute * MIN, 15 * MIN, MIN).get("b"),
+                Some(&(45 * MIN)),
+                "minute {minute}"
+            );
+        }
+        assert!(r.held(45 * MIN, 15 * MIN, MIN).is_empty());
+        assert!(r.returns.is_empty(), "forgotten once over");
     }
 
     #[test]

@@ -646,7 +646,18 @@ fn a_broker_back_in_a_rolling_restart_is_left_to_placement_until_the_next_restar
             "minute {minute}: {plan:?}"
         );
     }
-    // No broker left meanwhile: b2 is refilled.
+    // No broker left meanwhile, and placement gave b2 one bundle: released, it counts as joined and is
+    // refilled at once, without waiting for hits.
+    let a = bundles("t/a", 5, 1000.0);
+    let b = bundles("t/b", 5, 1000.0);
+    let c = bundles("t/c", 6, 1000.0);
+    let d = bundles("t/d", 1, 1000.0);
+    let mut ld = cluster(&[
+        ("b1:8080", 1.0, refs(&a), 0.0),
+        ("b2:8080", 1.0, refs(&d), 0.0),
+        ("b3:8080", 1.0, refs(&b), 0.0),
+        ("b4:8080", 1.0, refs(&c), 0.0),
+    ]);
     let plan = cycle_at(&mut ld, &s, &p, &mut st, NOW + 16 * MIN);
     assert!(!plan.unloads.is_empty(), "{plan:?}");
     assert!(plan
