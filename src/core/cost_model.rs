@@ -15,9 +15,10 @@
 //! A broker's usage is `idle + cost × traffic` per resource. The *idle* usage is what the broker reports while it
 //! has no traffic of that kind (a new or restarted broker); a broker never seen idle borrows the cluster's
 //! median idle usage in absolute terms (idle percentage × capacity, over its own capacity), or 0 when no broker
-//! was ever seen idle (BandShedder then reads it off the line through the brokers' samples, [`fitted_idle`];
-//! placement, which keeps no samples, takes 0). Without the idle term, an empty broker's first bundles would be predicted to cost what
-//! they cost on a busy broker *plus* that broker's idle share, and plans would under-fill new brokers.
+//! was ever seen idle (BandShedder then reads it off the line through the brokers' samples, [`fitted_idle`],
+//! and hands its placement what it learned, [`LearnedCosts`]; placement from the reports alone takes 0).
+//! Without the idle term, an empty broker's first bundles would be predicted to cost what they cost on a busy
+//! broker *plus* that broker's idle share, and plans would under-fill new brokers.
 //!
 //! A broker without traffic of a kind (a new or empty broker) has no cost of its own for it: it gets the median
 //! *absolute* cost of the brokers that have one (cost × capacity), divided by its own capacity — the same

@@ -12,11 +12,11 @@
 //! * Where the shedder's last cycle learned a broker's idle usage and costs ([`LearnedCosts`]), its score is
 //!   that model's, `idle + cost × traffic` over its reported traffic, its preallocations and the bundle (the
 //!   shedder's model, without its correction for moves the reports do not show yet: a source that has not
-//!   reported giving bundles away looks busier, the safe side). A report's host usage is averaged over a window and is rewritten only when the load
-//!   moved by the report threshold, so right after a broker took bundles it can read several points below
-//!   what its traffic needs for minutes; weighed by that, a crashed broker's bundles went to the brokers a plan
-//!   had just filled (a third of them onto one broker in `rolling-restart`), and the next plan had to move them
-//!   off again.
+//!   reported giving bundles away looks busier, the safe side). A report's host usage is averaged over a
+//!   window and is rewritten only when the load moved by the report threshold, so right after a broker took
+//!   bundles it can read several points below what its traffic needs for minutes; weighed by that, a crashed
+//!   broker's bundles went to the brokers a plan had just filled (a third of them onto one broker in
+//!   `rolling-restart`), and the next plan had to move them off again.
 
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -125,13 +125,13 @@ pub(super) fn select(
                 }
             }
             let b = &ctx.brokers[i];
+            let from_report = cost_model::shifted(&m.pct[i], &m.cost[i], &t, 1.0);
             let p = match learned.get(b.id) {
                 Some(l) => {
                     let x = cost_model::broker_traffic(&b.entry.local);
-                    let total: Traffic = std::array::from_fn(|r| x[r] + t[r]);
-                    l.usage(&total, &cost_model::shifted(&m.pct[i], &m.cost[i], &t, 1.0))
+                    l.usage(&std::array::from_fn(|r| x[r] + t[r]), &from_report)
                 }
-                None => cost_model::shifted(&m.pct[i], &m.cost[i], &t, 1.0),
+                None => from_report,
             };
             (i, cost_model::score(&p))
         })

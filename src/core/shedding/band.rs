@@ -102,7 +102,8 @@ struct Node<'a> {
     id: &'a str,
     /// Predicted weighted percentages.
     p: Vector,
-    cost: Vector,
+    /// Its idle usage and costs (handed to placement after the cycle).
+    model: BrokerCosts,
     /// Its sheddable bundles, listed when it first becomes a source.
     items: Option<Vec<Item<'a>>>,
 }
@@ -259,27 +260,15 @@ impl Shedder for BandShedder {
                 // its host usage lags behind bundles it just received, and a spike is not traffic. Its raw usage
                 // where it has none.
                 let model = BrokerCosts { idle: *idle, cost };
-                let p = model.usage(&x, &raw);
                 Node {
                     id: b.id,
-                    p,
-                    cost,
+                    p: model.usage(&x, &raw),
+                    model,
                     items: None,
                 }
             })
             .collect();
-        self.costs = nodes
-            .iter()
-            .map(|n| {
-                (
-                    n.id.to_owned(),
-                    BrokerCosts {
-                        idle: learned[n.id].idle,
-                        cost: n.cost,
-                    },
-                )
-            })
-            .collect();
+        self.costs = nodes.iter().map(|n| (n.id.to_owned(), n.model)).collect();
         if nodes.len() < 2 {
             return out;
         }
@@ -330,8 +319,9 @@ impl Shedder for BandShedder {
         let mut confirmed: Vec<String> = Vec::new();
         let mut waiting: Vec<String> = Vec::new();
         for (i, n) in nodes.iter().enumerate() {
-            let in_band = side_of(scores[i], mean, half).filter(|_| spread > target && !held[i]);
-            let Some(side) = in_band else {
+            let out_of_band =
+                side_of(scores[i], mean, half).filter(|_| spread > target && !held[i]);
+            let Some(side) = out_of_band else {
                 if !ctx.early {
                     self.hits.remove(n.id);
                 }
@@ -564,10 +554,18 @@ impl Shedder for BandShedder {
                 num(plan_spread),
                 num(b.gain),
             );
-            nodes[b.src].p =
-                cost_model::shifted(&nodes[b.src].p, &nodes[b.src].cost, &item.traffic, -1.0);
-            nodes[b.dst].p =
-                cost_model::shifted(&nodes[b.dst].p, &nodes[b.dst].cost, &item.traffic, 1.0);
+            nodes[b.src].p = cost_model::shifted(
+                &nodes[b.src].p,
+                &nodes[b.src].model.cost,
+                &item.traffic,
+                -1.0,
+            );
+            nodes[b.dst].p = cost_model::shifted(
+                &nodes[b.dst].p,
+                &nodes[b.dst].model.cost,
+                &item.traffic,
+                1.0,
+            );
             limits.record(pctx, item.key(), b.dst);
             moves_out[b.src] += 1;
             moves_in[b.dst] += 1;
@@ -668,8 +666,8 @@ fn weigh<'a>(
     plan_spread: f64,
     (src, k, dst): (usize, usize, usize),
 ) -> Option<Weighed<'a>> {
-    let src_p = cost_model::shifted(&nodes[src].p, &nodes[src].cost, &item.traffic, -1.0);
-    let dst_p = cost_model::shifted(&nodes[dst].p, &nodes[dst].cost, &item.traffic, 1.0);
+    let src_p = cost_model::shifted(&nodes[src].p, &nodes[src].model.cost, &item.traffic, -1.0);
+    let dst_p = cost_model::shifted(&nodes[dst].p, &nodes[dst].model.cost, &item.traffic, 1.0);
     let (s1, d1) = (cost_model::score(&src_p), cost_model::score(&dst_p));
     if d1 > s1 || d1 > m + plan_spread / 2.0 {
         return None;

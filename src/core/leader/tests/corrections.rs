@@ -121,48 +121,15 @@ fn bandshedders_placement_weighs_a_gone_brokers_bundles_by_their_last_data() {
     // each as the mean bundle and dealt them out by count. Weighed by the data the leader kept, the hot one is
     // worth the four cool ones, so it lands alone.
     for shedder in [ShedderKind::BandShedder, ShedderKind::AvgShedder] {
-        let mut settings = Settings::default();
-        settings.load_balancer_load_shedding_strategy = shedder;
-        settings.load_balancer_load_placement_strategy = shedder.default_placement();
-        let mut leader = Leader::new("b2:8080", settings, 3, 0);
-        let all = names(16);
-        let mut state = LoadedState {
-            namespaces: vec![namespace(
-                (0..=16u64).map(|i| (i << 28).min(0xffff_ffff)).collect(),
-            )],
-            ..Default::default()
-        };
-        let b1: Vec<(&str, f64)> = all[..5]
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (b.as_str(), if i == 0 { 9000.0 } else { 1000.0 }))
+        let b1: Vec<(usize, f64)> = (0..5)
+            .map(|i| (i, if i == 0 { 9000.0 } else { 1000.0 }))
             .collect();
-        state.reports = vec![
-            ("b1:8080".into(), Ok(report(&b1, 90.0))),
-            (
-                "b2:8080".into(),
-                Ok(report(&[(all[5].as_str(), 1000.0)], 10.0)),
-            ),
-            (
-                "b3:8080".into(),
-                Ok(report(&[(all[6].as_str(), 1000.0)], 10.0)),
-            ),
+        let spec: [OwnerSpec<'_>; 3] = [
+            ("b1:8080", &b1, 90.0),
+            ("b2:8080", &[(5, 1000.0)], 10.0),
+            ("b3:8080", &[(6, 1000.0)], 10.0),
         ];
-        for (i, b) in all[..7].iter().enumerate() {
-            let broker = match i {
-                0..=4 => "b1:8080",
-                5 => "b2:8080",
-                _ => "b3:8080",
-            };
-            state.owners.push((
-                b.clone(),
-                OwnerSeen {
-                    broker: broker.into(),
-                    disabled: false,
-                },
-            ));
-        }
-        drive(&mut leader, 0, Event::Loaded(Box::new(state)));
+        let (mut leader, all, _) = owned_cluster(shedder, "b2:8080", &spec);
         let m = moves(&drive(&mut leader, 1_000, gone("b1:8080")));
         assert_eq!(m.len(), 5, "{shedder}: {m:?}");
         let hot_to = &m.iter().find(|(b, _, _)| *b == all[0]).unwrap().1;

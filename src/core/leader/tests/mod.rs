@@ -138,13 +138,21 @@ fn names(n: u64) -> Vec<String> {
         .collect()
 }
 
-/// b1 (hot, 95 % CPU) owns five equal bundles of a namespace of sixteen; b2 and b3 idle. Records and ownership
-/// nodes say so.
-fn hot_owner(shedder: ShedderKind) -> (Leader, Vec<String>) {
+/// One broker of [`owned_cluster`]: id, the bundles it owns (index into the names, msg/s in and out), cpu %.
+type OwnerSpec<'a> = (&'a str, &'a [(usize, f64)], f64);
+
+/// Leader `id` running `shedder` over a namespace of sixteen bundles (`names(16)`). Each broker of `spec`
+/// reports `cpu` % and owns the bundles it lists (index into the names, msg/s in and out); ownership nodes say
+/// so and no records exist. Returns the leader, the bundle names and the commands of the load.
+fn owned_cluster(
+    shedder: ShedderKind,
+    id: &str,
+    spec: &[OwnerSpec<'_>],
+) -> (Leader, Vec<String>, Vec<Command>) {
     let mut settings = Settings::default();
     settings.load_balancer_load_shedding_strategy = shedder;
     settings.load_balancer_load_placement_strategy = shedder.default_placement();
-    let mut leader = Leader::new("b1:8080", settings, 3, 0);
+    let mut leader = Leader::new(id, settings, 3, 0);
     let all = names(16);
     let mut state = LoadedState {
         namespaces: vec![namespace(
@@ -152,22 +160,35 @@ fn hot_owner(shedder: ShedderKind) -> (Leader, Vec<String>) {
         )],
         ..Default::default()
     };
-    let hot: Vec<(&str, f64)> = all[..5].iter().map(|b| (b.as_str(), 3000.0)).collect();
-    state.reports = vec![
-        ("b1:8080".into(), Ok(report(&hot, 95.0))),
-        ("b2:8080".into(), Ok(report(&[], 5.0))),
-        ("b3:8080".into(), Ok(report(&[], 5.0))),
-    ];
-    for b in &all[..5] {
-        state.owners.push((
-            b.clone(),
-            OwnerSeen {
-                broker: "b1:8080".into(),
-                disabled: false,
-            },
-        ));
+    for (broker, owned, cpu) in spec {
+        let bundles: Vec<(&str, f64)> = owned.iter().map(|(i, r)| (all[*i].as_str(), *r)).collect();
+        state
+            .reports
+            .push((broker.to_string(), Ok(report(&bundles, *cpu))));
+        for (i, _) in owned.iter() {
+            state.owners.push((
+                all[*i].clone(),
+                OwnerSeen {
+                    broker: broker.to_string(),
+                    disabled: false,
+                },
+            ));
+        }
     }
     let out = drive(&mut leader, 0, Event::Loaded(Box::new(state)));
+    (leader, all, out)
+}
+
+/// b1 (hot, 95 % CPU) owns five equal bundles of a namespace of sixteen; b2 and b3 idle. Records and ownership
+/// nodes say so.
+fn hot_owner(shedder: ShedderKind) -> (Leader, Vec<String>) {
+    let hot: Vec<(usize, f64)> = (0..5).map(|i| (i, 3000.0)).collect();
+    let spec: [OwnerSpec<'_>; 3] = [
+        ("b1:8080", &hot, 95.0),
+        ("b2:8080", &[], 5.0),
+        ("b3:8080", &[], 5.0),
+    ];
+    let (leader, all, out) = owned_cluster(shedder, "b1:8080", &spec);
     // Owned bundles without records are adopted.
     let adopted = out
         .iter()

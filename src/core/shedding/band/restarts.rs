@@ -32,17 +32,19 @@ pub(super) struct Restarts {
     last_return: Option<(String, i64)>,
     /// Per broker that left: when, and the latest return of another broker before that (epoch ms).
     departed: BTreeMap<String, (i64, Option<i64>)>,
-    /// Returns that followed another broker's, oldest first: (broker, when it came back, when it had left, when
-    /// the other broker had come back), epoch ms.
+    /// Returns that followed another broker's, oldest first, until their hold is over.
     returns: Vec<Return>,
 }
 
-/// A return that followed another broker's.
+/// A return that followed another broker's (times in epoch ms).
 #[derive(Debug, Clone)]
 struct Return {
     broker: String,
+    /// When it came back.
     back: i64,
+    /// When it had left.
     left: i64,
+    /// When the other broker had come back, before it left.
     previous: i64,
 }
 
