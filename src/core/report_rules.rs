@@ -225,6 +225,63 @@ pub fn forced_report_reason(
         .then_some("loadBalanceSheddingDelayInSeconds after it last lost a bundle")
 }
 
+/// Whether brokers write loadmgr's *settled* reports ([`settled_report_reason`]): BandShedder is configured. It
+/// learns each broker's cost from reports whose host usage no longer lags their traffic, and Pulsar's rule may
+/// not write such a report for up to `loadBalancerReportUpdateMaxIntervalMinutes` after a change.
+pub fn settled_reporting(settings: &Settings) -> bool {
+    settings.load_balancer_load_shedding_strategy == ShedderKind::BandShedder
+}
+
+/// Whether a report with the figures `current` shows a traffic change against the last written `written`: its
+/// msg rate, throughput or bundle count moved by more than `threshold_percentage`
+/// (`loadBalancerReportUpdateThresholdPercentage`). Usage alone is no traffic change.
+pub fn traffic_changed(
+    written: &ReportFigures,
+    current: &ReportFigures,
+    threshold_percentage: f64,
+) -> bool {
+    percent_change(written.msg_rate, current.msg_rate) > threshold_percentage
+        || percent_change(written.throughput, current.throughput) > threshold_percentage
+        || percent_change(written.bundles as f64, current.bundles as f64) > threshold_percentage
+}
+
+/// With [`settled_reporting`], one broker's follow-up write after a traffic change. The report written at a
+/// traffic change ([`traffic_changed`]) carries host usage averaged over a window that began before it (CPU and
+/// NIC are measured over `loadBalancerHostUsageCheckIntervalMinutes`), and Pulsar's rule may then skip the
+/// report that shows what the new traffic costs: the usage catches up by less than the threshold. So once the
+/// host usage at hand was measured over a window that began at or after that write, a report is due. A host
+/// that reports current usage (its window begins at the check) settles at the change itself, and never writes
+/// more than Pulsar's rule. Times are epoch ms (or any common origin).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SettledReports {
+    /// The write that showed a traffic change and was not settled, until a settled report is written.
+    changed_at: Option<i64>,
+}
+
+impl SettledReports {
+    /// Why a report that the other rules skip is due, given `host_from`: the start of the window over which the
+    /// host usage now at hand was measured.
+    pub fn reason(&self, host_from: i64) -> Option<&'static str> {
+        (host_from >= self.changed_at?).then_some("host usage measured since its traffic changed")
+    }
+
+    /// Records a write at `at`, whatever rule made it, whose host usage was measured from `host_from`;
+    /// `changed`: it showed a traffic change against the write before.
+    pub fn written(&mut self, changed: bool, at: i64, host_from: i64) {
+        if changed {
+            self.changed_at = Some(at);
+        }
+        if self.changed_at.is_some_and(|w| host_from >= w) {
+            self.changed_at = None;
+        }
+    }
+
+    /// Forgets a pending follow-up (the broker restarted or registered again).
+    pub fn reset(&mut self) {
+        self.changed_at = None;
+    }
+}
+
 /// The phase of a broker's report checks, ms: its first report is written at start, its first check comes this
 /// long after, then one every `period_ms` (`loadBalancerReportUpdateMinIntervalMillis`). In
 /// `[1, period_ms − 1]` (1 for periods below 2 ms), a function of the seed and the broker id alone, so brokers
@@ -264,6 +321,54 @@ mod tests {
             stats,
         );
         r
+    }
+
+    #[test]
+    fn a_traffic_change_is_msg_rate_throughput_or_bundles_beyond_the_threshold() {
+        let s = Settings::default();
+        let f = |rate, bundles, cpu| ReportFigures::of(&report(rate, bundles, cpu), &s);
+        let base = f(1000.0, 10, 40.0);
+        assert!(!traffic_changed(&base, &f(1090.0, 10, 40.0), 10.0));
+        assert!(traffic_changed(&base, &f(1110.0, 10, 40.0), 10.0));
+        assert!(traffic_changed(&base, &f(1000.0, 12, 40.0), 10.0));
+        // Usage alone is no traffic change, however far it moved.
+        assert!(!traffic_changed(&base, &f(1000.0, 10, 90.0), 10.0));
+    }
+
+    #[test]
+    fn a_settled_report_follows_a_traffic_change_once_usage_was_measured_since() {
+        let mut r = SettledReports::default();
+        assert_eq!(r.reason(1_000_000), None, "nothing changed yet");
+        // A write at 60 s showed a traffic change; its usage was averaged over a window from 10 s.
+        r.written(true, 60_000, 10_000);
+        assert_eq!(r.reason(10_000), None, "still the window from before");
+        assert_eq!(
+            r.reason(59_999),
+            None,
+            "a window that began before the change"
+        );
+        assert!(r.reason(60_000).is_some());
+        // A write by another rule with usage still from before: the follow-up stays due.
+        r.written(false, 65_000, 10_000);
+        assert!(r.reason(70_000).is_some());
+        // Written with usage measured since the change: done, whatever rule wrote it.
+        r.written(false, 125_000, 70_000);
+        assert_eq!(r.reason(130_000), None);
+        // A host that reports current usage settles at the change itself: no extra write.
+        r.written(true, 200_000, 200_000);
+        assert_eq!(r.reason(205_000), None);
+        // A restart forgets a pending follow-up.
+        r.written(true, 300_000, 250_000);
+        r.reset();
+        assert_eq!(r.reason(400_000), None);
+    }
+
+    #[test]
+    fn only_band_shedder_reports_settled_usage() {
+        let mut s = Settings::default();
+        assert!(!settled_reporting(&s));
+        s.load_balancer_load_shedding_strategy = ShedderKind::BandShedder;
+        assert!(settled_reporting(&s));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use crate::config::Settings;
 use crate::coordination::{LeaderElection, LeaderState, ResourceLock};
 use crate::core::report_rules::{
     extensible_reporting, forced_report_reason, report_check_phase_ms, report_update_reason,
+    settled_reporting, traffic_changed, ReportFigures, SettledReports,
 };
 use crate::model::records::{AdminRequest, RequestOp, RequestResponse};
 use crate::model::{LocalBrokerData, TimeAverageBrokerData};
@@ -372,6 +373,11 @@ impl Drop for BrokerAgent {
 pub(crate) struct HostUsage {
     sampler: Option<LinuxHostUsage>,
     last_sample: Option<tokio::time::Instant>,
+    /// Epoch ms of the last sample.
+    last_sample_ms: Option<i64>,
+    /// Epoch ms at which the window of the figure at hand began: the sample before it (a sampler measures
+    /// from one sample to the next), or the last call for a host that reports current usage.
+    measured_from_ms: i64,
 }
 
 impl HostUsage {
@@ -382,11 +388,19 @@ impl HostUsage {
         Self {
             sampler,
             last_sample: None,
+            last_sample_ms: None,
+            measured_from_ms: sh.now_ms(),
         }
+    }
+
+    /// Epoch ms at which the window of the figure [`Self::current`] last gave began.
+    fn measured_from_ms(&self) -> i64 {
+        self.measured_from_ms
     }
 
     fn current(&mut self, sh: &AgentShared) -> crate::model::SystemResourceUsage {
         if let Some(u) = sh.host.resource_usage() {
+            self.measured_from_ms = sh.now_ms();
             return u;
         }
         let Some(s) = self.sampler.as_mut() else {
@@ -398,7 +412,10 @@ impl HostUsage {
             .last_sample
             .map_or(true, |t| now.duration_since(t) >= every)
         {
+            let now_ms = sh.now_ms();
             self.last_sample = Some(now);
+            self.measured_from_ms = self.last_sample_ms.unwrap_or(now_ms);
+            self.last_sample_ms = Some(now_ms);
             s.sample()
         } else {
             s.current()
@@ -412,7 +429,8 @@ impl HostUsage {
 /// writes it when due ([`report_update_reason`], Pulsar's `needBrokerDataUpdate` in
 /// `ModularLoadManagerImpl.java`) or, with [`extensible_reporting`], when [`forced_report_reason`] says so
 /// (its bundles changed since the last write; or `loadBalanceSheddingDelayInSeconds` passed since it last
-/// lost a bundle and nothing was written since) — never while disconnected. Re-registers when the
+/// lost a bundle and nothing was written since) or, with [`settled_reporting`], when [`SettledReports`] says so
+/// (its host usage was measured since a write that showed a traffic change) — never while disconnected. Re-registers when the
 /// registration was lost. Releases the registration when told to stop.
 async fn report_loop(
     sh: Arc<AgentShared>,
@@ -423,6 +441,7 @@ async fn report_loop(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut written = report.clone();
+    let mut settled = SettledReports::default();
     let first = sh.settings().report_check_interval();
     let phase = report_check_phase_ms(sh.seed, &sh.broker_id, first.as_millis() as i64);
     let mut due = registered_at + Duration::from_millis(phase.max(0) as u64);
@@ -459,6 +478,7 @@ async fn report_loop(
                     lock = l;
                     report.clean_deltas();
                     written = report.clone();
+                    settled.reset();
                 }
                 Err(e) => tracing::error!(broker = %sh.broker_id, "cannot register again: {e}"),
             }
@@ -488,6 +508,12 @@ async fn report_loop(
                     .saturating_mul(1000),
             )
             .map(|why| format!("forced: {why}"))
+        })
+        .or_else(|| {
+            settled_reporting(&settings)
+                .then(|| settled.reason(usage.measured_from_ms()))
+                .flatten()
+                .map(|why| format!("forced: {why}"))
         });
         let Some(why) = due_now else {
             sh.metrics.reports_skipped.fetch_add(1, Ordering::Relaxed);
@@ -500,6 +526,16 @@ async fn report_loop(
                 tracing::debug!(broker = %sh.broker_id, "report written: {why}");
                 sh.report_written(&report);
                 report.clean_deltas();
+                if settled_reporting(&settings) {
+                    let threshold =
+                        settings.load_balancer_report_update_threshold_percentage as f64;
+                    let changed = traffic_changed(
+                        &ReportFigures::of(&written, &settings),
+                        &ReportFigures::of(&report, &settings),
+                        threshold,
+                    );
+                    settled.written(changed, now, usage.measured_from_ms());
+                }
                 written = report.clone();
             }
             Err(e) => {

@@ -5,7 +5,7 @@
 use crate::core::leader::Event;
 use crate::core::random::noise;
 use crate::core::report_rules::{
-    forced_report_reason, update_trigger, weighted_usage, ReportFigures,
+    forced_report_reason, traffic_changed, update_trigger, weighted_usage, ReportFigures,
 };
 use crate::model::{LocalBrokerData, SystemResourceUsage};
 use crate::sim::metrics::ReportRecord;
@@ -65,6 +65,9 @@ impl<'w> Sim<'w> {
         br.last = None;
         br.checks = 0;
         br.acc = (SystemResourceUsage::default(), 0);
+        br.acc_from = None;
+        br.host_from = t;
+        br.settled.reset();
         br.owners_changed = false;
         br.checked_hash = br.set_hash;
         br.last_loss = None;
@@ -187,8 +190,10 @@ impl<'w> Sim<'w> {
         }
         add_usage(&mut br.acc.0, &inst);
         br.acc.1 += 1;
+        br.acc_from.get_or_insert(t);
         if br.checks % host_every == 0 {
             br.host = mean_usage(&br.acc.0, br.acc.1);
+            br.host_from = br.acc_from.take().unwrap_or(t);
             br.acc = (SystemResourceUsage::default(), 0);
         }
         br.checks += 1;
@@ -231,6 +236,11 @@ impl<'w> Sim<'w> {
                         )
                     })
                     .flatten();
+                let forced = forced.or_else(|| {
+                    (self.settled_reports && !need)
+                        .then(|| br.settled.reason(br.host_from))
+                        .flatten()
+                });
                 (need, forced)
             }
         };
@@ -276,6 +286,16 @@ impl<'w> Sim<'w> {
         br.local.clean_deltas();
         br.owners_changed = false;
         let figures = ReportFigures::of(&report, &self.settings);
+        if self.settled_reports {
+            let threshold =
+                self.settings
+                    .load_balancer_report_update_threshold_percentage as f64;
+            let changed = br
+                .last
+                .as_ref()
+                .is_some_and(|l| traffic_changed(&l.figures, &figures, threshold));
+            br.settled.written(changed, t, br.host_from);
+        }
         br.last = Some(Written { figures, at: t });
         if self.trace.is_some() {
             self.reports.push(ReportRecord {

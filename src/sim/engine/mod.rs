@@ -85,7 +85,9 @@ use super::world::{Spike, World};
 use crate::bundle::{BundleRange, NamespaceBundles};
 use crate::config::{PlacementKind, Settings, ShedderKind};
 use crate::core::leader::{Event, Leader as Core, Tick};
-use crate::core::report_rules::{extensible_reporting, report_check_phase_ms, ReportFigures};
+use crate::core::report_rules::{
+    extensible_reporting, report_check_phase_ms, settled_reporting, ReportFigures, SettledReports,
+};
 use crate::core::weights4;
 use crate::model::{LocalBrokerData, ResourceWeights, SystemResourceUsage};
 use crate::runtime::synthetic::Rates;
@@ -254,6 +256,12 @@ struct Broker {
     checks: u64,
     host: SystemResourceUsage,
     acc: (SystemResourceUsage, u32),
+    /// When the samples in `acc` began (ms; `None` while it is empty).
+    acc_from: Option<i64>,
+    /// When the samples averaged into `host` began (ms).
+    host_from: i64,
+    /// Settled reporting: the follow-up write due after a traffic change.
+    settled: SettledReports,
     phase_ms: i64,
     spikes: Vec<Spike>,
     /// Extensible reporting: the bundle set seen at a check differed from the one seen at the check before, since
@@ -372,6 +380,8 @@ struct Sim<'w> {
     /// Brokers report as the extensible manager's do (see the module docs):
     /// [`extensible_reporting`].
     extensible_reports: bool,
+    /// [`settled_reporting`].
+    settled_reports: bool,
     trace: Option<Vec<String>>,
     /// With a trace: every report written.
     reports: Vec<ReportRecord>,
@@ -454,6 +464,9 @@ impl<'w> Sim<'w> {
                 checks: 0,
                 host: SystemResourceUsage::default(),
                 acc: (SystemResourceUsage::default(), 0),
+                acc_from: None,
+                host_from: 0,
+                settled: SettledReports::default(),
                 phase_ms: report_check_phase_ms(options.seed, &spec.id, check_ms),
                 spikes: world
                     .spikes
@@ -483,6 +496,7 @@ impl<'w> Sim<'w> {
             flush_ms: ms(settings.flush_interval()),
             class_name: settings.load_manager_class_name.class_name(),
             extensible_reports: extensible_reporting(&settings),
+            settled_reports: settled_reporting(&settings),
             settings,
             seed: options.seed,
             queue: BinaryHeap::new(),
