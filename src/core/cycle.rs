@@ -1,7 +1,7 @@
 //! One shedding cycle: the strategy's proposals through the common filters of Pulsar's `doLoadShedding`
 //! (`ModularLoadManagerImpl.java`) and placement.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use rand::rngs::StdRng;
 
@@ -50,6 +50,16 @@ impl Strategies {
             settings.load_balancer_load_placement_strategy,
             extensible,
         )
+    }
+
+    /// A new leader took over at `now` (epoch ms): see [`Shedder::on_takeover`].
+    pub fn on_takeover(
+        &mut self,
+        starts: &BTreeMap<String, i64>,
+        gone: &BTreeSet<String>,
+        now: i64,
+    ) {
+        self.shedder.on_takeover(starts, gone, now);
     }
 
     /// The live broker set changed at `now` (epoch ms).

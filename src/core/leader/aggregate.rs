@@ -1,5 +1,7 @@
 //! Loading, aggregation of reports, brokers coming and going, namespaces, policies and settings.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::bundle::BundleName;
 use crate::config::Settings;
 use crate::model::records::AssignmentState;
@@ -46,8 +48,22 @@ impl Leader {
             }
             self.apply(&broker, report);
         }
-        self.strategies
-            .on_active_brokers_change(&self.load.broker_ids(), now);
+        // What the store tells of the recent past: when each live broker started, and which brokers the
+        // records name that are gone (a broker restarted before this leader took over).
+        let active = self.load.broker_ids();
+        let starts: BTreeMap<String, i64> = active
+            .iter()
+            .filter_map(|b| Some((b.clone(), self.load.broker(b)?.local.start_timestamp?)))
+            .collect();
+        let gone: BTreeSet<String> = state
+            .records
+            .iter()
+            .map(|(rec, _)| &rec.destination)
+            .filter(|b| !active.contains(*b))
+            .cloned()
+            .collect();
+        self.strategies.on_takeover(&starts, &gone, now);
+        self.strategies.on_active_brokers_change(&active, now);
         let grace_ms = self.grace_ms();
         for (rec, version) in state.records {
             if rec.cause.starts_grace_period() && now - rec.updated_ms <= grace_ms {

@@ -618,6 +618,10 @@ impl Shedder for BandShedder {
         self.costs.retain(|b, _| active.contains(b));
     }
 
+    fn on_takeover(&mut self, starts: &BTreeMap<String, i64>, gone: &BTreeSet<String>, now: i64) {
+        self.restarts.take_over(starts, gone, now);
+    }
+
     fn learned_costs(&self) -> Option<&LearnedCosts> {
         Some(&self.costs)
     }

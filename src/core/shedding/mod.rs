@@ -118,6 +118,17 @@ pub trait Shedder: Send + std::fmt::Debug {
     /// The set of live brokers changed at `now` (epoch ms): forget state about brokers no longer present.
     fn on_active_brokers_change(&mut self, _active: &BTreeSet<String>, _now: i64) {}
 
+    /// A new leader took over at `now` (epoch ms), before its first [`Self::on_active_brokers_change`]: what
+    /// the store tells of the recent past. `starts`: each live broker's start (epoch ms, its report's
+    /// `startTimestamp`, where it has one); `gone`: brokers the assignment records name that are not live.
+    fn on_takeover(
+        &mut self,
+        _starts: &BTreeMap<String, i64>,
+        _gone: &BTreeSet<String>,
+        _now: i64,
+    ) {
+    }
+
     /// The cycle kept these unloads of the last pass (after its filters and placement), decided at `now`.
     fn on_unloads_planned(&mut self, _unloads: &[UnloadDecision], _now: i64) {}
 

@@ -13,7 +13,10 @@
 //! `slack` (a shedding interval, so that the cycle after the next departure sees the orphans placed). What
 //! the last broker of a rolling restart waits is that gap: the price of not guessing which broker is the last.
 //!
-//! A new leader knows only the departures and returns it saw itself.
+//! A new leader reads what it can of the past from the store when it takes over ([`Restarts::take_over`]):
+//! the brokers' start times (their reports' `startTimestamp`) give the returns, and a broker that the records
+//! name but that is gone left at the takeover at the latest. In a rolling restart the leader itself is
+//! restarted, so the broker that took over must know both to hold the next returns.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,6 +25,8 @@ use crate::core::num;
 
 /// How long a departure or a return is remembered, ms: a day, longer than any sensible limit.
 const MEMORY_MS: i64 = 24 * 60 * 60_000;
+/// Brokers that started within this of the earliest start of the live brokers started with the cluster, ms.
+const COLD_START_MS: i64 = 60_000;
 
 /// Membership history of the brokers a leader saw.
 #[derive(Debug, Clone, Default)]
@@ -49,7 +54,37 @@ struct Return {
 }
 
 impl Restarts {
-    /// The live broker set changed at `now` (epoch ms). The first set a leader sees has no departures.
+    /// A new leader's view of the past at `now` (epoch ms), before its first [`Self::observe`]: `starts`, each
+    /// live broker's start (epoch ms); `gone`, the brokers the records name that are not live. A start more
+    /// than [`COLD_START_MS`] after the earliest one counts as a return (brokers that started with the
+    /// cluster did not come back from anything); the latest such start is the last return. A gone broker is
+    /// taken as departed at `now`, the latest it can have left.
+    pub(super) fn take_over(
+        &mut self,
+        starts: &BTreeMap<String, i64>,
+        gone: &BTreeSet<String>,
+        now: i64,
+    ) {
+        let Some(first) = starts.values().copied().min() else {
+            return;
+        };
+        self.last_return = starts
+            .iter()
+            .filter(|(_, at)| **at > first + COLD_START_MS && now - **at <= MEMORY_MS)
+            .max_by_key(|(b, at)| (**at, *b))
+            .map(|(b, at)| (b.clone(), *at));
+        for g in gone {
+            let previous = self
+                .last_return
+                .as_ref()
+                .filter(|(b, _)| b != g)
+                .map(|(_, at)| *at);
+            self.departed.insert(g.clone(), (now, previous));
+        }
+    }
+
+    /// The live broker set changed at `now` (epoch ms). The first set a leader sees has no departures (but those
+    /// [`Self::take_over`] found).
     pub(super) fn observe(&mut self, active: &BTreeSet<String>, now: i64) {
         if let Some(members) = &self.members {
             for gone in members.difference(active) {
@@ -247,11 +282,48 @@ mod tests {
     }
 
     #[test]
+    fn a_new_leader_reads_returns_from_start_times_and_departures_from_the_records() {
+        // a started with the cluster at 0, b came back at 6; c, the old leader, left at 10, when this leader
+        // took over: c is taken as departed at 10, 4 minutes after b's return, and held when back at 11
+        // until 11 + 4 + 1.
+        let starts: BTreeMap<String, i64> = [("a".to_string(), 0), ("b".to_string(), 6 * MIN)]
+            .into_iter()
+            .collect();
+        let mut r = Restarts::default();
+        r.take_over(&starts, &set(&["c"]), 10 * MIN);
+        r.observe(&set(&["a", "b"]), 10 * MIN);
+        r.observe(&set(&["a", "b", "c"]), 11 * MIN);
+        assert_eq!(r.held(11 * MIN, 15 * MIN, MIN).get("c"), Some(&(16 * MIN)));
+        // The next broker to leave follows c's return.
+        r.observe(&set(&["b", "c"]), 15 * MIN);
+        r.observe(&set(&["a", "b", "c"]), 16 * MIN);
+        assert_eq!(r.held(16 * MIN, 15 * MIN, MIN).get("a"), Some(&(21 * MIN)));
+    }
+
+    #[test]
+    fn brokers_that_started_with_the_cluster_came_back_from_nothing() {
+        // Started within a minute of each other: no return, so a broker gone at the takeover is not held.
+        let starts: BTreeMap<String, i64> = [("a".to_string(), 0), ("b".to_string(), 50_000)]
+            .into_iter()
+            .collect();
+        let mut r = Restarts::default();
+        r.take_over(&starts, &set(&["c"]), 10 * MIN);
+        r.observe(&set(&["a", "b"]), 10 * MIN);
+        r.observe(&set(&["a", "b", "c"]), 11 * MIN);
+        assert!(r.held(11 * MIN, 15 * MIN, MIN).is_empty());
+        // Brokers without a start time tell nothing.
+        let mut none = Restarts::default();
+        none.take_over(&BTreeMap::new(), &set(&["c"]), 10 * MIN);
+        assert!(none.last_return.is_none());
+    }
+
+    #[test]
     fn a_broker_gone_again_is_not_held_and_a_new_leader_knows_no_departure() {
         let mut r = wave();
         r.observe(&set(&["a", "b", "c"]), 21 * MIN + 10_000);
         assert!(r.held(21 * MIN + 20_000, 15 * MIN, MIN).is_empty());
-        // A leader whose first view lacks a broker does not count its arrival as a return.
+        // A leader whose first view lacks a broker the records do not name does not count its arrival as a
+        // return.
         let mut fresh = Restarts::default();
         fresh.observe(&set(&["a", "b"]), 0);
         fresh.observe(&set(&["a", "b", "c"]), MIN);
