@@ -1,14 +1,18 @@
-//! When a broker rewrites its report (`needBrokerDataUpdate` in Pulsar's `ModularLoadManagerImpl.java`), and
-//! the two extra writes of extensible reporting.
+//! When a broker rewrites its report (`needBrokerDataUpdate` in Pulsar's `ModularLoadManagerImpl.java`), the
+//! two extra writes of extensible reporting, and loadmgr's settled report for BandShedder.
 //!
 //! The rules are pure functions shared by the live reporter ([`crate::runtime::BrokerAgent`]) and the
-//! simulator's ([`crate::sim::engine`]), so both write the same reports at the same checks:
+//! simulator's ([`crate::sim::engine`]), so both write the same reports at the same checks given the same host
+//! usage (the simulator's host averages point samples taken at the checks; a Linux host measures from one
+//! sample to the next, so its window begins a check earlier):
 //!
 //! * [`update_trigger`] — Pulsar's rule over the [`ReportFigures`] of the last written and the current report;
 //! * [`forced_report_reason`] — with [`extensible_reporting`] (the extensible load manager or TransferShedder is
 //!   configured), a broker also writes (1) at its next check after its bundle set changed and (2) at its first
 //!   check at least `loadBalanceSheddingDelayInSeconds` after it last lost a bundle, when nothing was written
 //!   since. TransferShedder's cool-down needs both (see [`crate::core::shedding`]'s TransferShedder docs);
+//! * [`SettledReports`] — with [`settled_reporting`] (BandShedder is configured), a broker whose write showed a
+//!   traffic change writes once more when its host usage was measured over a window that began after it;
 //! * [`report_check_phase_ms`] — when a broker's checks fall: the first report is written at start, the first
 //!   check comes a seeded phase later (from the seed and the broker id), then one every
 //!   `loadBalancerReportUpdateMinIntervalMillis`.
@@ -225,7 +229,7 @@ pub fn forced_report_reason(
         .then_some("loadBalanceSheddingDelayInSeconds after it last lost a bundle")
 }
 
-/// Whether brokers write loadmgr's *settled* reports ([`settled_report_reason`]): BandShedder is configured. It
+/// Whether brokers write loadmgr's *settled* reports ([`SettledReports`]): BandShedder is configured. It
 /// learns each broker's cost from reports whose host usage no longer lags their traffic, and Pulsar's rule may
 /// not write such a report for up to `loadBalancerReportUpdateMaxIntervalMinutes` after a change.
 pub fn settled_reporting(settings: &Settings) -> bool {

@@ -134,7 +134,10 @@ impl BrokerAgent {
         // Registration.
         let mut usage = HostUsage::new(&shared);
         let mut report = shared.identity.empty_report(shared.now_ms());
-        report.update(&usage.current(&shared), shared.host.bundle_stats());
+        report.update(
+            &usage.current(&shared, shared.now_ms()),
+            shared.host.bundle_stats(),
+        );
         // A node held by another session may be this broker's previous incarnation (killed and restarted
         // before its session expired): wait one session timeout for it to go before giving up.
         let patience = Duration::from_millis(
@@ -373,11 +376,11 @@ impl Drop for BrokerAgent {
 pub(crate) struct HostUsage {
     sampler: Option<LinuxHostUsage>,
     last_sample: Option<tokio::time::Instant>,
-    /// Epoch ms of the last sample.
+    /// Epoch ms of the last sample (the check that took it).
     last_sample_ms: Option<i64>,
-    /// Epoch ms at which the window of the figure at hand began: the sample before it (a sampler measures
-    /// from one sample to the next), or the last call for a host that reports current usage.
-    measured_from_ms: i64,
+    /// Epoch ms at which the window of the figure at hand began: the check of the sample before it (a sampler
+    /// measures from one sample to the next); `None` for a host that reports current usage (as of the check).
+    measured_from_ms: Option<i64>,
 }
 
 impl HostUsage {
@@ -389,18 +392,20 @@ impl HostUsage {
             sampler,
             last_sample: None,
             last_sample_ms: None,
-            measured_from_ms: sh.now_ms(),
+            measured_from_ms: None,
         }
     }
 
-    /// Epoch ms at which the window of the figure [`Self::current`] last gave began.
-    fn measured_from_ms(&self) -> i64 {
+    /// Epoch ms at which the window of the figure [`Self::current`] last gave began; `None`: the usage is current
+    /// as of the check that asked for it.
+    fn measured_from_ms(&self) -> Option<i64> {
         self.measured_from_ms
     }
 
-    fn current(&mut self, sh: &AgentShared) -> crate::model::SystemResourceUsage {
+    /// The usage at the check of `now_ms` (epoch ms).
+    fn current(&mut self, sh: &AgentShared, now_ms: i64) -> crate::model::SystemResourceUsage {
         if let Some(u) = sh.host.resource_usage() {
-            self.measured_from_ms = sh.now_ms();
+            self.measured_from_ms = None;
             return u;
         }
         let Some(s) = self.sampler.as_mut() else {
@@ -412,9 +417,8 @@ impl HostUsage {
             .last_sample
             .map_or(true, |t| now.duration_since(t) >= every)
         {
-            let now_ms = sh.now_ms();
             self.last_sample = Some(now);
-            self.measured_from_ms = self.last_sample_ms.unwrap_or(now_ms);
+            self.measured_from_ms = Some(self.last_sample_ms.unwrap_or(now_ms));
             self.last_sample_ms = Some(now_ms);
             s.sample()
         } else {
@@ -464,7 +468,9 @@ async fn report_loop(
             // A check that took longer than the period (a slow store): go on from now rather than catch up.
             due = late + settings.report_check_interval();
         }
-        report.update(&usage.current(&sh), sh.host.bundle_stats());
+        // The check's time: the settled rule compares the usage's window with the time of the write.
+        let now = sh.now_ms();
+        report.update(&usage.current(&sh, now), sh.host.bundle_stats());
         if !sh.store.is_connected() {
             continue;
         }
@@ -484,7 +490,6 @@ async fn report_loop(
             }
             continue;
         }
-        let now = sh.now_ms();
         let due_now = report_update_reason(
             &written,
             &report,
@@ -511,7 +516,7 @@ async fn report_loop(
         })
         .or_else(|| {
             settled_reporting(&settings)
-                .then(|| settled.reason(usage.measured_from_ms()))
+                .then(|| settled.reason(usage.measured_from_ms().unwrap_or(now)))
                 .flatten()
                 .map(|why| format!("forced: {why}"))
         });
@@ -534,7 +539,7 @@ async fn report_loop(
                         &ReportFigures::of(&report, &settings),
                         threshold,
                     );
-                    settled.written(changed, now, usage.measured_from_ms());
+                    settled.written(changed, now, usage.measured_from_ms().unwrap_or(now));
                 }
                 written = report.clone();
             }
