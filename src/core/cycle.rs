@@ -207,6 +207,7 @@ fn cycle(
         .learn(strategies.shedder.learned_costs());
     plan.skipped.extend(outcome.skipped);
     plan.prediction = outcome.prediction;
+    plan.splits.extend(outcome.splits);
     let transfer_shedder = strategies.shedder.kind() == ShedderKind::TransferShedder;
     // A bundle proposed twice is planned once, at its first proposal (the checks before the duplicate check
     // depend on the bundle alone, so "first proposal" and "first proposal passing them" coincide).

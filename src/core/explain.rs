@@ -142,7 +142,11 @@ pub fn run(snapshot: &Snapshot, options: &ExplainOptions) -> Result<ExplainRepor
         }
         plan.extend(p);
     }
-    let splits = find_bundles_to_split(&load, &settings, &policies, &snapshot.bundle_topics);
+    let mut splits = find_bundles_to_split(&load, &settings, &policies, &snapshot.bundle_topics);
+    // A bundle the strategy split already (BandShedder: too hot for any broker) is split once.
+    splits
+        .splits
+        .retain(|d| !plan.splits.iter().any(|s| s.bundle == d.bundle));
     plan.extend(splits);
     Ok(ExplainReport {
         strategy: shedder.name().to_owned(),

@@ -78,14 +78,13 @@ pub fn find_bundles_to_split(
         return plan;
     }
     let s = settings;
-    let max_bundles = s.load_balancer_namespace_maximum_bundles.max(0) as usize;
     let max_topics = s.load_balancer_namespace_bundle_max_topics as i64;
     let max_sessions = s.load_balancer_namespace_bundle_max_sessions as i64;
     let max_rate = s.load_balancer_namespace_bundle_max_msg_rate as f64;
     let max_bw = s.load_balancer_namespace_bundle_max_bandwidth_mbytes as f64 * MIB;
     // Pulsar's `bundleCache.put(bundle, broker)`: one candidate per bundle; when several brokers list it (a stale
     // report after an unload), the last one in broker-id order wins.
-    let mut candidates: BTreeMap<&str, (&String, String)> = BTreeMap::new();
+    let mut candidates: BTreeMap<&str, (&str, String)> = BTreeMap::new();
     for (broker, e) in load.brokers() {
         for (bundle, stats) in &e.local.last_stats {
             if stats.topics < 2 {
@@ -122,12 +121,51 @@ pub fn find_bundles_to_split(
             } else {
                 continue;
             };
-            candidates.insert(bundle.as_str(), (broker, why));
+            candidates.insert(bundle.as_str(), (broker.as_str(), why));
         }
     }
-    if candidates.is_empty() {
+    plan_splits(load, settings, policies, topics, candidates, &mut plan);
+    plan
+}
+
+/// The split of bundles a shedding strategy asks for (see [`crate::core::shedding::SheddingOutcome::splits`]),
+/// each `(bundle, owner, why)`, past the same checks as an automatic split but the thresholds: the namespace's
+/// bundle quota, a splittable range, a bundle that still exists, and boundaries the algorithm can compute.
+/// Nothing when `loadBalancerAutoBundleSplitEnabled` is off.
+pub fn plan_requested_splits(
+    load: &LoadData,
+    settings: &Settings,
+    policies: &ClusterPolicies,
+    topics: &SplitTopics,
+    requests: &[(&str, &str, String)],
+) -> Plan {
+    let mut plan = Plan::default();
+    if !settings.load_balancer_auto_bundle_split_enabled {
         return plan;
     }
+    let candidates = requests
+        .iter()
+        .map(|(bundle, broker, why)| (*bundle, (*broker, why.clone())))
+        .collect();
+    plan_splits(load, settings, policies, topics, candidates, &mut plan);
+    plan
+}
+
+/// Checks each candidate `bundle -> (owner, why)` (bundle-name order) and adds the splits that pass to `plan`,
+/// the others to its skipped list.
+fn plan_splits(
+    load: &LoadData,
+    settings: &Settings,
+    policies: &ClusterPolicies,
+    topics: &SplitTopics,
+    candidates: BTreeMap<&str, (&str, String)>,
+    plan: &mut Plan,
+) {
+    if candidates.is_empty() {
+        return;
+    }
+    let s = settings;
+    let max_bundles = s.load_balancer_namespace_maximum_bundles.max(0) as usize;
     // Bundle counts of candidate namespaces whose boundaries are unknown, from one pass over the load data —
     // only when there is such a namespace (with known boundaries, as in the simulator, the pass never runs).
     let unknown: BTreeSet<&str> = candidates
@@ -202,7 +240,7 @@ pub fn find_bundles_to_split(
         };
         plan.splits.push(SplitDecision {
             bundle: bundle.to_owned(),
-            broker: broker.clone(),
+            broker: broker.to_owned(),
             boundaries: boundaries.iter().map(|b| format_hash(*b)).collect(),
             algorithm: algorithm.name().to_owned(),
             unload_children,
@@ -227,7 +265,6 @@ pub fn find_bundles_to_split(
             ),
         });
     }
-    plan
 }
 
 /// The number of distinct bundles of each namespace in `namespaces` the load data knows: bundles with data and

@@ -5,7 +5,7 @@ use crate::bundle::{
 };
 use rand::rngs::StdRng;
 
-use crate::core::plan::Plan;
+use crate::core::plan::{Plan, SplitDecision};
 use crate::core::random::{stream_rng, Stream};
 use crate::core::run_leader_shedding_cycle;
 use crate::core::split::find_bundles_to_split;
@@ -184,6 +184,7 @@ impl Leader {
                 None,
             );
         }
+        self.start_splits(now, plan.splits);
     }
 
     /// The automatic split check ([`super::Tick::SplitCheck`]).
@@ -203,7 +204,12 @@ impl Leader {
                 self.log(Level::Debug, format!("split: {}: {}", s.subject, s.reason));
             }
         }
-        for d in plan.splits {
+        self.start_splits(now, plan.splits);
+    }
+
+    /// Starts the splits decided by the split check or a shedding strategy that still apply.
+    fn start_splits(&mut self, now: i64, splits: Vec<SplitDecision>) {
+        for d in splits {
             if self.move_blocker(&d.bundle, &d.broker).is_some() {
                 continue;
             }

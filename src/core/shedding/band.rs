@@ -58,7 +58,8 @@ use super::{sheddable_bundles, Candidate, Shedder, SheddingContext, SheddingOutc
 use crate::config::{Settings, ShedderKind};
 use crate::core::cost_model::{self, BrokerCosts, LearnedCosts, Traffic, Vector, RESOURCES};
 use crate::core::placement::{filters, Candidates, PlacementContext};
-use crate::core::plan::{BrokerPrediction, Skipped, UnloadDecision};
+use crate::core::plan::{BrokerPrediction, Skipped, SplitDecision, UnloadDecision};
+use crate::core::split;
 use crate::core::{namespace_of, num, weights4};
 use learn::{Learned, Learner};
 use limits::Limits;
@@ -398,6 +399,31 @@ impl Shedder for BandShedder {
         self.hits.clear();
         self.unfinished = false;
 
+        // 4a. Bundles too hot for any broker: split, not shed around.
+        let splits = too_hot_to_place(
+            ctx,
+            pctx,
+            &nodes,
+            &scores,
+            &held,
+            (mean + spread_limit / 2.0, spread_limit),
+        );
+        if !splits.is_empty() {
+            out.skipped.push(Skipped::new(
+                "cluster",
+                format!(
+                    "BandShedder: spread {} > {} (mean {}; out of band: {}); split {} bundle(s) too hot for any broker, and planned no move: the children's placement changes the state",
+                    num(spread),
+                    num(target),
+                    num(mean),
+                    confirmed.join(", "),
+                    splits.len()
+                ),
+            ));
+            out.splits = splits;
+            return out;
+        }
+
         // 4. Plan.
         let no_return_ms = s
             .loadmgr_band_shedder_no_return_minutes
@@ -657,6 +683,106 @@ impl Shedder for BandShedder {
             !v.is_empty()
         });
     }
+}
+
+/// The splits of bundles too hot for any broker. For each broker above the band's top `top` (not held), its
+/// bundle with the most points there (its score falls the most without it), when
+/// - the bundle is wider than the band (`width`, `loadmgrBandShedderSpreadPercentage`): it weighs more than
+///   that on its broker and on every other broker placement allows for it, so no broker inside the band can
+///   hold it and stay there, however its other bundles are moved;
+/// - and no such broker would stay at or below `top` with it, by its own costs or by the source's: a move
+///   would only carry the hot spot
+///   elsewhere, and shedding the broker's other bundles instead leaves it holding one bundle that outweighs
+///   the band, to be refilled once the bundle splits or cools;
+/// - it has at least two topics (a topic cannot be split, as Pulsar's split check also requires), and the
+///   split passes an automatic split's checks with its children unloaded ([`split::plan_requested_splits`]:
+///   `loadBalancerAutoBundleSplitEnabled`, the namespace's bundle quota, a splittable range).
+///
+/// The configured algorithm gives the boundaries, and placement gives the children owners. A child still too
+/// hot is split again at a later cycle.
+fn too_hot_to_place(
+    ctx: &SheddingContext<'_>,
+    pctx: &PlacementContext<'_>,
+    nodes: &[Node<'_>],
+    scores: &[f64],
+    held: &[bool],
+    (top, width): (f64, f64),
+) -> Vec<SplitDecision> {
+    let points = |node: &Node<'_>, t: &Traffic| {
+        cost_model::score(&cost_model::shifted(&node.p, &node.model.cost, t, 1.0))
+            - cost_model::score(&node.p)
+    };
+    let mut asks: Vec<(&str, &str, String)> = Vec::new();
+    for (src, node) in nodes.iter().enumerate() {
+        if held[src] || scores[src] <= top {
+            continue;
+        }
+        let hottest = sheddable_bundles(ctx.load, node.id)
+            .into_iter()
+            .filter(|(_, d)| d.topics >= 2)
+            .map(|(name, d)| {
+                let t = cost_model::bundle_traffic(&d.short_term_data);
+                (
+                    name,
+                    t,
+                    scores[src]
+                        - cost_model::score(&cost_model::shifted(
+                            &node.p,
+                            &node.model.cost,
+                            &t,
+                            -1.0,
+                        )),
+                )
+            })
+            .max_by(|a, b| a.2.total_cmp(&b.2));
+        let Some((name, t, own)) = hottest else {
+            continue;
+        };
+        let cands = pctx.candidates(name);
+        let (fits, least) = cands
+            .filtered
+            .iter()
+            .filter(|d| **d != src)
+            .map(|d| {
+                // By the destination's costs and by its own broker's, whichever is less: a split cannot be
+                // undone, so it is made only when the bundle fits by neither (a broker with few bundles may
+                // have learned a cost far off).
+                let p = points(&nodes[*d], &t).min(own);
+                (scores[*d] + p, p)
+            })
+            .fold((f64::INFINITY, f64::INFINITY), |(f, l), (a, b)| {
+                (f.min(a), l.min(b))
+            });
+        if fits <= top || least.min(own) <= width {
+            continue;
+        }
+        asks.push((
+            name.as_str(),
+            node.id,
+            format!(
+                "BandShedder: too hot for any broker: {} points of {} on {} (band top {}), and the least any other broker would score with it is {}",
+                num(own),
+                num(scores[src]),
+                node.id,
+                num(top),
+                if fits.is_finite() { num(fits) } else { "none: no other broker may take it".into() }
+            ),
+        ));
+    }
+    if asks.is_empty() {
+        return Vec::new();
+    }
+    split::plan_requested_splits(
+        ctx.load,
+        ctx.settings,
+        ctx.policies,
+        &Default::default(),
+        &asks,
+    )
+    .splits
+    .into_iter()
+    .filter(|d| d.unload_children)
+    .collect()
 }
 
 /// The move of `item`, `nodes[src]`'s item `k`, to `dst`, with its benefit (the fall of Σ (score − m)²), or `None` when

@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::cost_model::LearnedCosts;
 use super::load_data::LoadData;
 use super::placement::PlacementContext;
-use super::plan::{BrokerPrediction, Skipped, UnloadDecision};
+use super::plan::{BrokerPrediction, Skipped, SplitDecision, UnloadDecision};
 use super::policies::ClusterPolicies;
 use super::{is_system_service_bundle, num};
 use crate::config::{Settings, ShedderKind};
@@ -94,6 +94,9 @@ pub struct SheddingOutcome {
     pub skipped: Vec<Skipped>,
     /// Each broker's predicted score before and after the proposed moves (strategies that predict).
     pub prediction: Vec<BrokerPrediction>,
+    /// Bundles the strategy has split instead of moved (BandShedder: a bundle too hot for any broker), checked
+    /// as an automatic split is ([`crate::core::split::plan_requested_splits`]); the leader carries them out.
+    pub splits: Vec<SplitDecision>,
 }
 
 /// A shedding strategy.

@@ -690,3 +690,78 @@ fn a_broker_back_in_a_rolling_restart_is_refilled_at_once_when_the_others_run_ho
     let plan = cycle_at(&mut ld, &off, &p, &mut st, NOW + 11 * MIN);
     assert!(!plan.unloads.is_empty(), "{plan:?}");
 }
+
+/// b1 holds a bundle of 3,000 msg/s (30 points) and two of 1,000; b2 and b3 three of 1,000 each: mean 36.7, band
+/// top 41.7. The hot bundle would take either other broker to 60.
+fn hot_bundle_cluster() -> LoadData {
+    let hot = [("t/h/0x00000000_0x80000000", 3000.0)];
+    let a = bundles("t/a", 2, 1000.0);
+    let b = bundles("t/b", 3, 1000.0);
+    let c = bundles("t/c", 3, 1000.0);
+    let mut b1 = hot.to_vec();
+    b1.extend(refs(&a));
+    cluster(&[
+        ("b1:8080", 1.0, b1, 0.0),
+        ("b2:8080", 1.0, refs(&b), 0.0),
+        ("b3:8080", 1.0, refs(&c), 0.0),
+    ])
+}
+
+#[test]
+fn a_bundle_too_hot_for_any_broker_is_split_instead_of_shed_around() {
+    let s = settings();
+    let mut ld = hot_bundle_cluster();
+    let mut st = Strategies::from_settings(&s);
+    let first = cycle(&mut ld, &s, &mut st);
+    assert!(
+        first.unloads.is_empty() && first.splits.is_empty(),
+        "{first:?}"
+    );
+    let plan = cycle(&mut ld, &s, &mut st);
+    assert!(plan.unloads.is_empty(), "{plan:?}");
+    assert_eq!(plan.splits.len(), 1, "{plan:?}");
+    let d = &plan.splits[0];
+    assert_eq!(d.bundle, "t/h/0x00000000_0x80000000");
+    assert_eq!(d.broker, "b1:8080");
+    assert_eq!(d.boundaries, vec!["0x40000000".to_string()]);
+    assert!(d.unload_children);
+    assert!(
+        d.reason
+            .contains("too hot for any broker: 30.0 points of 50.0 on b1:8080"),
+        "{}",
+        d.reason
+    );
+    // With automatic splits off, the plan sheds around it as before.
+    let mut off = settings();
+    off.load_balancer_auto_bundle_split_enabled = false;
+    let mut ld = hot_bundle_cluster();
+    let mut st = Strategies::from_settings(&off);
+    cycle(&mut ld, &off, &mut st);
+    let plan = cycle(&mut ld, &off, &mut st);
+    assert!(plan.splits.is_empty(), "{plan:?}");
+    assert!(!plan.unloads.is_empty(), "{plan:?}");
+    assert!(plan
+        .unloads
+        .iter()
+        .all(|u| u.bundle != "t/h/0x00000000_0x80000000"));
+}
+
+#[test]
+fn a_hot_bundle_that_another_broker_can_take_is_moved_not_split() {
+    // The same bundle of 3,000 msg/s with an empty b3: it fits there (30 points, band top about 31.7).
+    let s = settings();
+    let hot = [("t/h/0x00000000_0x80000000", 3000.0)];
+    let a = bundles("t/a", 2, 1000.0);
+    let b = bundles("t/b", 3, 1000.0);
+    let mut b1 = hot.to_vec();
+    b1.extend(refs(&a));
+    let mut ld = cluster(&[
+        ("b1:8080", 1.0, b1, 0.0),
+        ("b2:8080", 1.0, refs(&b), 0.0),
+        ("b3:8080", 1.0, vec![], 0.0),
+    ]);
+    let mut st = Strategies::from_settings(&s);
+    let plan = cycle(&mut ld, &s, &mut st);
+    assert!(plan.splits.is_empty(), "{plan:?}");
+    assert!(!plan.unloads.is_empty(), "{plan:?}");
+}
