@@ -685,8 +685,8 @@ impl Shedder for BandShedder {
     }
 }
 
-/// The splits of bundles too hot for any broker. For each broker above the band's top `top` (not held), its
-/// bundle with the most points there (its score falls the most without it), when
+/// The splits of bundles too hot for any broker. For each of the [`SOURCES_PER_STEP`] highest-scored brokers
+/// above the band's top `top` (not held), its bundle with the most points there (its score falls the most without it), when
 /// - the bundle is wider than the band (`width`, `loadmgrBandShedderSpreadPercentage`): it weighs more than
 ///   that on its broker and on every other broker placement allows for it, so no broker inside the band can
 ///   hold it and stay there, however its other bundles are moved;
@@ -713,10 +713,15 @@ fn too_hot_to_place(
             - cost_model::score(&node.p)
     };
     let mut asks: Vec<(&str, &str, String)> = Vec::new();
-    for (src, node) in nodes.iter().enumerate() {
-        if held[src] || scores[src] <= top {
-            continue;
-        }
+    // The brokers the plan would take bundles from first: a bundle too hot for any broker makes its own the
+    // hottest, and listing every broker's bundles would cost a pass over the cluster at every plan.
+    let mut hottest_first: Vec<usize> = (0..nodes.len())
+        .filter(|i| !held[*i] && scores[*i] > top)
+        .collect();
+    hottest_first.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b)));
+    hottest_first.truncate(SOURCES_PER_STEP);
+    for src in hottest_first {
+        let node = &nodes[src];
         let hottest = sheddable_bundles(ctx.load, node.id)
             .into_iter()
             .filter(|(_, d)| d.topics >= 2)
@@ -738,6 +743,10 @@ fn too_hot_to_place(
         let Some((name, t, own)) = hottest else {
             continue;
         };
+        // Cheap first: most bundles are far narrower than the band, and candidates cost a pass over brokers.
+        if own <= width {
+            continue;
+        }
         let cands = pctx.candidates(name);
         let (fits, least) = cands
             .filtered
