@@ -78,28 +78,28 @@ impl Restarts {
             .max_by_key(|(b, at)| (**at, *b))
             .map(|(b, at)| (b.clone(), *at));
         for g in gone {
-            let previous = self
-                .last_return
-                .as_ref()
-                .filter(|(b, _)| b != g)
-                .map(|(_, at)| *at);
-            self.departed.insert(g.clone(), (now, previous));
+            self.depart(g, now);
         }
+    }
+
+    /// `broker` left at `now` (epoch ms), after the latest return of another broker.
+    fn depart(&mut self, broker: &str, now: i64) {
+        let previous = self
+            .last_return
+            .as_ref()
+            .filter(|(b, _)| b != broker)
+            .map(|(_, at)| *at);
+        self.departed.insert(broker.to_owned(), (now, previous));
     }
 
     /// The live broker set changed at `now` (epoch ms). The first set a leader sees has no departures (but those
     /// [`Self::take_over`] found).
     pub(super) fn observe(&mut self, active: &BTreeSet<String>, now: i64) {
-        if let Some(members) = &self.members {
+        if let Some(members) = self.members.take() {
             for gone in members.difference(active) {
-                let previous = self
-                    .last_return
-                    .as_ref()
-                    .filter(|(b, _)| b != gone)
-                    .map(|(_, at)| *at);
-                self.departed.insert(gone.clone(), (now, previous));
+                self.depart(gone, now);
             }
-            for back in active.difference(members) {
+            for back in active.difference(&members) {
                 let Some((left, previous)) = self.departed.remove(back) else {
                     continue;
                 };
