@@ -33,7 +33,11 @@
 //!    is in flight); an early cycle counts no hits and takes no cost samples. A broker back from a restart in
 //!    a rolling restart may be *held* ([`restarts`]): it is left out of the mean, the spread, the hit counts
 //!    and the plan until the next restart is due, and counts as joined when released.
-//! 4. **Plan.** Greedy, largest benefit first: repeatedly, over the bundles of the three highest-scored brokers
+//! 4. **Split.** A broker among the three highest-scored above the band whose hottest bundle is wider than the
+//!    band and fits under the band's top on no broker placement allows has that bundle split (children
+//!    unloaded, the automatic split's checks) instead of shed around; such a cycle plans no move
+//!    (`too_hot_to_place`).
+//! 5. **Plan.** Greedy, largest benefit first: repeatedly, over the bundles of the three highest-scored brokers
 //!    that have bundles outside their grace period
 //!    and, for each bundle, the three lowest-scored brokers placement allows, take the move that most reduces
 //!    Σ (score − m)², never leaving the destination above the source or above the plan band's top `m + plan/2`
@@ -41,7 +45,7 @@
 //!    predicted spread is at most
 //!    `loadmgrBandShedderPlanSpreadPercentage` (7), no move helps, or `loadmgrBandShedderMaxMovesPerCycle`
 //!    (100) moves are planned.
-//! 5. **Constraints.** Every destination passes the placement filters of the bundle's namespace (isolation,
+//! 6. **Constraints.** Every destination passes the placement filters of the bundle's namespace (isolation,
 //!    max topics, anti-affinity and failure domains, even distribution, load-manager class, versions); within one
 //!    plan a broker (or failure domain) receives at most one namespace of an anti-affinity group it did not hold
 //!    and no more topics than `loadBalancerBrokerMaxTopics`; a bundle is never planned back onto a broker it left
@@ -399,7 +403,7 @@ impl Shedder for BandShedder {
         self.hits.clear();
         self.unfinished = false;
 
-        // 4a. Bundles too hot for any broker: split, not shed around.
+        // 4. Bundles too hot for any broker: split, not shed around.
         let splits = too_hot_to_place(
             ctx,
             pctx,
@@ -424,7 +428,7 @@ impl Shedder for BandShedder {
             return out;
         }
 
-        // 4. Plan.
+        // 5. Plan.
         let no_return_ms = s
             .loadmgr_band_shedder_no_return_minutes
             .saturating_mul(60_000);
