@@ -285,18 +285,24 @@ mod tests {
         assert!(r.returns.is_empty(), "forgotten once over");
     }
 
+    /// A leader that took over at minute 10 from c (gone, named by the records), with the live brokers' starts;
+    /// c back at 11.
+    fn taken_over_from_c(starts: &[(&str, i64)]) -> Restarts {
+        let starts: BTreeMap<String, i64> =
+            starts.iter().map(|(b, at)| (b.to_string(), *at)).collect();
+        let mut r = Restarts::default();
+        r.take_over(&starts, &set(&["c"]), 10 * MIN);
+        r.observe(&set(&["a", "b"]), 10 * MIN);
+        r.observe(&set(&["a", "b", "c"]), 11 * MIN);
+        r
+    }
+
     #[test]
     fn a_new_leader_reads_returns_from_start_times_and_departures_from_the_records() {
         // a started with the cluster at 0, b came back at 6; c, the old leader, left at 10, when this leader
         // took over: c is taken as departed at 10, 4 minutes after b's return, and held when back at 11
         // until 11 + 4 + 1.
-        let starts: BTreeMap<String, i64> = [("a".to_string(), 0), ("b".to_string(), 6 * MIN)]
-            .into_iter()
-            .collect();
-        let mut r = Restarts::default();
-        r.take_over(&starts, &set(&["c"]), 10 * MIN);
-        r.observe(&set(&["a", "b"]), 10 * MIN);
-        r.observe(&set(&["a", "b", "c"]), 11 * MIN);
+        let mut r = taken_over_from_c(&[("a", 0), ("b", 6 * MIN)]);
         assert_eq!(r.held(11 * MIN, 15 * MIN, MIN).get("c"), Some(&(16 * MIN)));
         // The next broker to leave follows c's return.
         r.observe(&set(&["b", "c"]), 15 * MIN);
@@ -307,19 +313,10 @@ mod tests {
     #[test]
     fn brokers_that_started_with_the_cluster_came_back_from_nothing() {
         // Started within a minute of each other: no return, so a broker gone at the takeover is not held.
-        let starts: BTreeMap<String, i64> = [("a".to_string(), 0), ("b".to_string(), 50_000)]
-            .into_iter()
-            .collect();
-        let mut r = Restarts::default();
-        r.take_over(&starts, &set(&["c"]), 10 * MIN);
-        r.observe(&set(&["a", "b"]), 10 * MIN);
-        r.observe(&set(&["a", "b", "c"]), 11 * MIN);
+        let mut r = taken_over_from_c(&[("a", 0), ("b", 50_000)]);
         assert!(r.held(11 * MIN, 15 * MIN, MIN).is_empty());
         // Brokers without a start time tell nothing: c's return is no return.
-        let mut none = Restarts::default();
-        none.take_over(&BTreeMap::new(), &set(&["c"]), 10 * MIN);
-        none.observe(&set(&["a", "b"]), 10 * MIN);
-        none.observe(&set(&["a", "b", "c"]), 11 * MIN);
+        let mut none = taken_over_from_c(&[]);
         assert!(none.held(11 * MIN, 15 * MIN, MIN).is_empty());
         assert!(none.returns.is_empty());
     }
