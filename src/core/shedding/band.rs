@@ -99,6 +99,8 @@ pub struct BandShedder {
     costs: LearnedCosts,
     /// Departures and returns, for rolling restarts.
     restarts: restarts::Restarts,
+    /// Per bundle: when a split of it was asked for (epoch ms), kept for the no-return window.
+    split_asked: HashMap<String, i64>,
 }
 
 /// One broker's working state during planning.
@@ -403,7 +405,15 @@ impl Shedder for BandShedder {
         self.hits.clear();
         self.unfinished = false;
 
-        // 4. Bundles too hot for any broker: split, not shed around.
+        // 4. Bundles too hot for any broker: split, not shed around. A split asked for within the no-return
+        // window and not carried out (the bundle is still there: the leader refused it) is not asked again, and
+        // the plan goes on without it.
+        let no_return_ms = s
+            .loadmgr_band_shedder_no_return_minutes
+            .saturating_mul(60_000);
+        self.split_asked
+            .retain(|_, at| ctx.now - *at < no_return_ms.max(1));
+        let asked: HashSet<&str> = self.split_asked.keys().map(String::as_str).collect();
         let splits = too_hot_to_place(
             ctx,
             pctx,
@@ -411,8 +421,12 @@ impl Shedder for BandShedder {
             &scores,
             &held,
             (mean + spread_limit / 2.0, spread_limit),
+            &asked,
         );
         if !splits.is_empty() {
+            for d in &splits {
+                self.split_asked.insert(d.bundle.clone(), ctx.now);
+            }
             out.skipped.push(Skipped::new(
                 "cluster",
                 format!(
@@ -429,9 +443,6 @@ impl Shedder for BandShedder {
         }
 
         // 5. Plan.
-        let no_return_ms = s
-            .loadmgr_band_shedder_no_return_minutes
-            .saturating_mul(60_000);
         let left = &self.left;
         // A source's bundles with what does not change while a plan is made: their candidates, whether the
         // anti-affinity filter lets them leave, and where they may not return.
@@ -698,9 +709,13 @@ impl Shedder for BandShedder {
 ///   would only carry the hot spot
 ///   elsewhere, and shedding the broker's other bundles instead leaves it holding one bundle that outweighs
 ///   the band, to be refilled once the bundle splits or cools;
-/// - it has at least two topics (a topic cannot be split, as Pulsar's split check also requires), and the
-///   split passes an automatic split's checks with its children unloaded ([`split::plan_requested_splits`]:
-///   `loadBalancerAutoBundleSplitEnabled`, the namespace's bundle quota, a splittable range).
+/// - it has at least two topics (a topic cannot be split, as Pulsar's split check also requires), its
+///   namespace is not in `loadBalancerSheddingExcludedNamespaces`, no split of it was asked for in `asked`
+///   (the last no-return window: a split the leader refused is not asked for again), and the split passes an
+///   automatic split's checks with its children unloaded ([`split::plan_requested_splits`]:
+///   `loadBalancerAutoBundleSplitEnabled`, the namespace's bundle quota, a splittable range) with boundaries
+///   from the range alone (a topic-based algorithm needs the owner's topics, and the owner refuses a bundle
+///   under its split thresholds).
 ///
 /// The configured algorithm gives the boundaries, and placement gives the children owners. A child still too
 /// hot is split again at a later cycle.
@@ -711,11 +726,13 @@ fn too_hot_to_place(
     scores: &[f64],
     held: &[bool],
     (top, width): (f64, f64),
+    asked: &HashSet<&str>,
 ) -> Vec<SplitDecision> {
-    let points = |node: &Node<'_>, t: &Traffic| {
-        cost_model::score(&cost_model::shifted(&node.p, &node.model.cost, t, 1.0))
-            - cost_model::score(&node.p)
+    // What the bundle adds to a broker's score, with the given costs.
+    let points = |node: &Node<'_>, cost: &Vector, t: &Traffic| {
+        cost_model::score(&cost_model::shifted(&node.p, cost, t, 1.0)) - cost_model::score(&node.p)
     };
+    let excluded = &ctx.settings.load_balancer_shedding_excluded_namespaces;
     let mut asks: Vec<(&str, &str, String)> = Vec::new();
     // The brokers the plan would take bundles from first: a bundle too hot for any broker makes its own the
     // hottest, and listing every broker's bundles would cost a pass over the cluster at every plan.
@@ -728,7 +745,11 @@ fn too_hot_to_place(
         let node = &nodes[src];
         let hottest = sheddable_bundles(ctx.load, node.id)
             .into_iter()
-            .filter(|(_, d)| d.topics >= 2)
+            .filter(|(name, d)| {
+                d.topics >= 2
+                    && !asked.contains(name.as_str())
+                    && (excluded.is_empty() || !excluded.contains(namespace_of(name)))
+            })
             .map(|(name, d)| {
                 let t = cost_model::bundle_traffic(&d.short_term_data);
                 (
@@ -757,16 +778,17 @@ fn too_hot_to_place(
             .iter()
             .filter(|d| **d != src)
             .map(|d| {
-                // By the destination's costs and by its own broker's, whichever is less: a split cannot be
-                // undone, so it is made only when the bundle fits by neither (a broker with few bundles may
-                // have learned a cost far off).
-                let p = points(&nodes[*d], &t).min(own);
+                // By the destination's costs and by the source's, whichever is less: a split cannot be undone,
+                // so it is made only when the bundle fits by neither (a broker with few bundles may have
+                // learned a cost far off).
+                let dst = &nodes[*d];
+                let p = points(dst, &dst.model.cost, &t).min(points(dst, &node.model.cost, &t));
                 (scores[*d] + p, p)
             })
             .fold((f64::INFINITY, f64::INFINITY), |(f, l), (a, b)| {
                 (f.min(a), l.min(b))
             });
-        if fits <= top || least.min(own) <= width {
+        if fits <= top || least <= width {
             continue;
         }
         asks.push((
@@ -794,7 +816,9 @@ fn too_hot_to_place(
     )
     .splits
     .into_iter()
-    .filter(|d| d.unload_children)
+    // Boundaries from the bundle's range only: a topic-based algorithm needs the owner's topics, and the owner
+    // refuses a bundle under its split thresholds, which a bundle too hot for any broker may well be.
+    .filter(|d| d.unload_children && !d.boundaries.is_empty())
     .collect()
 }
 

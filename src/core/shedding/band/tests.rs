@@ -731,19 +731,40 @@ fn a_bundle_too_hot_for_any_broker_is_split_instead_of_shed_around() {
         "{}",
         d.reason
     );
-    // With automatic splits off, the plan sheds around it as before.
-    let mut off = settings();
-    off.load_balancer_auto_bundle_split_enabled = false;
-    let mut ld = hot_bundle_cluster();
-    let mut st = Strategies::from_settings(&off);
-    cycle(&mut ld, &off, &mut st);
-    let plan = cycle(&mut ld, &off, &mut st);
-    assert!(plan.splits.is_empty(), "{plan:?}");
-    assert!(!plan.unloads.is_empty(), "{plan:?}");
-    assert!(plan
-        .unloads
-        .iter()
-        .all(|u| u.bundle != "t/h/0x00000000_0x80000000"));
+    // Asked once: while the bundle is still there (the leader refused the split), the next plans go on
+    // without asking again, and shed around it.
+    cycle(&mut ld, &s, &mut st);
+    let again = cycle(&mut ld, &s, &mut st);
+    assert!(again.splits.is_empty(), "{again:?}");
+    assert!(!again.unloads.is_empty(), "{again:?}");
+    // With automatic splits off, with an algorithm that needs the owner's topics, or with the namespace
+    // excluded from shedding, the plan sheds around it as before (the excluded bundle stays where it is).
+    let variants: [fn(&mut Settings); 3] = [
+        |s| s.load_balancer_auto_bundle_split_enabled = false,
+        |s| {
+            s.default_namespace_bundle_split_algorithm =
+                crate::bundle::SplitAlgorithm::FlowOrQpsEquallyDivide
+        },
+        |s| {
+            s.load_balancer_shedding_excluded_namespaces = ["t/h".to_string()].into();
+        },
+    ];
+    for (k, change) in variants.iter().enumerate() {
+        let mut off = settings();
+        change(&mut off);
+        let mut ld = hot_bundle_cluster();
+        let mut st = Strategies::from_settings(&off);
+        cycle(&mut ld, &off, &mut st);
+        let plan = cycle(&mut ld, &off, &mut st);
+        assert!(plan.splits.is_empty(), "variant {k}: {plan:?}");
+        assert!(!plan.unloads.is_empty(), "variant {k}: {plan:?}");
+        assert!(
+            plan.unloads
+                .iter()
+                .all(|u| u.bundle != "t/h/0x00000000_0x80000000"),
+            "variant {k}: {plan:?}"
+        );
+    }
 }
 
 #[test]
