@@ -280,6 +280,22 @@ impl SettledReports {
         }
     }
 
+    /// Records a write at `at` of the figures `now`, after the write of `before` (`None`: the first), with host
+    /// usage measured from `host_from`: [`Self::written`], the change judged by [`traffic_changed`] against
+    /// `loadBalancerReportUpdateThresholdPercentage`.
+    pub fn written_figures(
+        &mut self,
+        before: Option<&ReportFigures>,
+        now: &ReportFigures,
+        settings: &Settings,
+        at: i64,
+        host_from: i64,
+    ) {
+        let threshold = settings.load_balancer_report_update_threshold_percentage as f64;
+        let changed = before.is_some_and(|b| traffic_changed(b, now, threshold));
+        self.written(changed, at, host_from);
+    }
+
     /// Forgets a pending follow-up (the broker restarted or registered again).
     pub fn reset(&mut self) {
         self.changed_at = None;

@@ -22,7 +22,7 @@ use crate::config::Settings;
 use crate::coordination::{LeaderElection, LeaderState, ResourceLock};
 use crate::core::report_rules::{
     extensible_reporting, forced_report_reason, report_check_phase_ms, report_update_reason,
-    settled_reporting, traffic_changed, ReportFigures, SettledReports,
+    settled_reporting, ReportFigures, SettledReports,
 };
 use crate::model::records::{AdminRequest, RequestOp, RequestResponse};
 use crate::model::{LocalBrokerData, TimeAverageBrokerData};
@@ -532,14 +532,13 @@ async fn report_loop(
                 sh.report_written(&report);
                 report.clean_deltas();
                 if settled_reporting(&settings) {
-                    let threshold =
-                        settings.load_balancer_report_update_threshold_percentage as f64;
-                    let changed = traffic_changed(
-                        &ReportFigures::of(&written, &settings),
+                    settled.written_figures(
+                        Some(&ReportFigures::of(&written, &settings)),
                         &ReportFigures::of(&report, &settings),
-                        threshold,
+                        &settings,
+                        now,
+                        usage.measured_from_ms().unwrap_or(now),
                     );
-                    settled.written(changed, now, usage.measured_from_ms().unwrap_or(now));
                 }
                 written = report.clone();
             }

@@ -446,12 +446,9 @@ impl Shedder for BandShedder {
         let left = &self.left;
         // A source's bundles with what does not change while a plan is made: their candidates, whether the
         // anti-affinity filter lets them leave, and where they may not return.
-        let excluded = &s.load_balancer_shedding_excluded_namespaces;
         let items_of = |src: usize| -> Vec<Item<'_>> {
             let id = pctx.brokers[src].id;
-            sheddable_bundles(ctx.load, id)
-                .into_iter()
-                .filter(|(name, _)| excluded.is_empty() || !excluded.contains(namespace_of(name)))
+            plannable_bundles(ctx, id)
                 .map(|(name, d)| (name, cost_model::bundle_traffic(&d.short_term_data), d))
                 .filter(|(_, traffic, _)| traffic.iter().any(|t| *t > 0.0))
                 .map(|(name, traffic, d)| {
@@ -706,9 +703,8 @@ impl Shedder for BandShedder {
 ///   that on its broker and on every other broker placement allows for it, so no broker inside the band can
 ///   hold it and stay there, however its other bundles are moved;
 /// - and no such broker would stay at or below `top` with it, by its own costs or by the source's: a move
-///   would only carry the hot spot
-///   elsewhere, and shedding the broker's other bundles instead leaves it holding one bundle that outweighs
-///   the band, to be refilled once the bundle splits or cools;
+///   would only carry the hot spot elsewhere, and shedding the broker's other bundles instead leaves it
+///   holding one bundle that outweighs the band, to be refilled once the bundle splits or cools;
 /// - it has at least two topics (a topic cannot be split, as Pulsar's split check also requires), its
 ///   namespace is not in `loadBalancerSheddingExcludedNamespaces`, no split of it was asked for in `asked`
 ///   (the last no-return window: a split the leader refused is not asked for again), and the split passes an
@@ -717,8 +713,7 @@ impl Shedder for BandShedder {
 ///   from the range alone (a topic-based algorithm needs the owner's topics, and the owner refuses a bundle
 ///   under its split thresholds).
 ///
-/// The configured algorithm gives the boundaries, and placement gives the children owners. A child still too
-/// hot is split again at a later cycle.
+/// Placement gives the children owners. A child still too hot is split again at a later cycle.
 fn too_hot_to_place(
     ctx: &SheddingContext<'_>,
     pctx: &PlacementContext<'_>,
@@ -728,11 +723,11 @@ fn too_hot_to_place(
     (top, width): (f64, f64),
     asked: &HashSet<&str>,
 ) -> Vec<SplitDecision> {
-    // What the bundle adds to a broker's score, with the given costs.
-    let points = |node: &Node<'_>, cost: &Vector, t: &Traffic| {
-        cost_model::score(&cost_model::shifted(&node.p, cost, t, 1.0)) - cost_model::score(&node.p)
+    // What the bundle adds to a broker's score (`k` = 1) or takes from it (−1), with the given costs.
+    let points = |node: &Node<'_>, cost: &Vector, t: &Traffic, k: f64| {
+        k * (cost_model::score(&cost_model::shifted(&node.p, cost, t, k))
+            - cost_model::score(&node.p))
     };
-    let excluded = &ctx.settings.load_balancer_shedding_excluded_namespaces;
     let mut asks: Vec<(&str, &str, String)> = Vec::new();
     // The brokers the plan would take bundles from first: a bundle too hot for any broker makes its own the
     // hottest, and listing every broker's bundles would cost a pass over the cluster at every plan.
@@ -743,26 +738,11 @@ fn too_hot_to_place(
     hottest_first.truncate(SOURCES_PER_STEP);
     for src in hottest_first {
         let node = &nodes[src];
-        let hottest = sheddable_bundles(ctx.load, node.id)
-            .into_iter()
-            .filter(|(name, d)| {
-                d.topics >= 2
-                    && !asked.contains(name.as_str())
-                    && (excluded.is_empty() || !excluded.contains(namespace_of(name)))
-            })
+        let hottest = plannable_bundles(ctx, node.id)
+            .filter(|(name, d)| d.topics >= 2 && !asked.contains(name.as_str()))
             .map(|(name, d)| {
                 let t = cost_model::bundle_traffic(&d.short_term_data);
-                (
-                    name,
-                    t,
-                    scores[src]
-                        - cost_model::score(&cost_model::shifted(
-                            &node.p,
-                            &node.model.cost,
-                            &t,
-                            -1.0,
-                        )),
-                )
+                (name, t, points(node, &node.model.cost, &t, -1.0))
             })
             .max_by(|a, b| a.2.total_cmp(&b.2));
         let Some((name, t, own)) = hottest else {
@@ -782,7 +762,12 @@ fn too_hot_to_place(
                 // so it is made only when the bundle fits by neither (a broker with few bundles may have
                 // learned a cost far off).
                 let dst = &nodes[*d];
-                let p = points(dst, &dst.model.cost, &t).min(points(dst, &node.model.cost, &t));
+                let p = points(dst, &dst.model.cost, &t, 1.0).min(points(
+                    dst,
+                    &node.model.cost,
+                    &t,
+                    1.0,
+                ));
                 (scores[*d] + p, p)
             })
             .fold((f64::INFINITY, f64::INFINITY), |(f, l), (a, b)| {
@@ -820,6 +805,18 @@ fn too_hot_to_place(
     // refuses a bundle under its split thresholds, which a bundle too hot for any broker may well be.
     .filter(|d| d.unload_children && !d.boundaries.is_empty())
     .collect()
+}
+
+/// The bundles of `broker` a cycle may move or split: [`sheddable_bundles`] outside
+/// `loadBalancerSheddingExcludedNamespaces`.
+fn plannable_bundles<'a>(
+    ctx: &SheddingContext<'a>,
+    broker: &str,
+) -> impl Iterator<Item = (&'a String, &'a crate::model::BundleData)> + 'a {
+    let excluded = &ctx.settings.load_balancer_shedding_excluded_namespaces;
+    sheddable_bundles(ctx.load, broker)
+        .into_iter()
+        .filter(move |(name, _)| excluded.is_empty() || !excluded.contains(namespace_of(name)))
 }
 
 /// The move of `item`, `nodes[src]`'s item `k`, to `dst`, with its benefit (the fall of Σ (score − m)²), or `None` when

@@ -5,7 +5,7 @@
 use crate::core::leader::Event;
 use crate::core::random::noise;
 use crate::core::report_rules::{
-    forced_report_reason, traffic_changed, update_trigger, weighted_usage, ReportFigures,
+    forced_report_reason, update_trigger, weighted_usage, ReportFigures,
 };
 use crate::model::{LocalBrokerData, SystemResourceUsage};
 use crate::sim::metrics::ReportRecord;
@@ -287,14 +287,9 @@ impl<'w> Sim<'w> {
         br.owners_changed = false;
         let figures = ReportFigures::of(&report, &self.settings);
         if self.settled_reports {
-            let threshold =
-                self.settings
-                    .load_balancer_report_update_threshold_percentage as f64;
-            let changed = br
-                .last
-                .as_ref()
-                .is_some_and(|l| traffic_changed(&l.figures, &figures, threshold));
-            br.settled.written(changed, t, br.host_from);
+            let before = br.last.as_ref().map(|l| &l.figures);
+            br.settled
+                .written_figures(before, &figures, &self.settings, t, br.host_from);
         }
         br.last = Some(Written { figures, at: t });
         if self.trace.is_some() {
