@@ -210,7 +210,7 @@ impl Leader {
     /// Starts the splits decided by the split check or a shedding strategy that still apply.
     fn start_splits(&mut self, now: i64, splits: Vec<SplitDecision>) {
         for d in splits {
-            if self.move_blocker(&d.bundle, &d.broker).is_some() {
+            if self.move_blocker(&d.bundle, &d.broker).is_some() || self.split_pending(&d.bundle) {
                 continue;
             }
             let Ok(algorithm) = d.algorithm.parse::<SplitAlgorithm>() else {
@@ -236,6 +236,13 @@ impl Leader {
                 self.apply_split(now, req, points);
             }
         }
+    }
+
+    /// Whether the owner has been asked for `bundle`'s split points and has not answered yet.
+    fn split_pending(&self, bundle: &str) -> bool {
+        self.pending
+            .values()
+            .any(|p| matches!(p, Pending::SplitPoints(r) if r.bundle == bundle))
     }
 
     /// Topic-based algorithms need the owner's topics: ask the owner (possibly this leader).
@@ -302,6 +309,17 @@ impl Leader {
             .bundles
             .split(name.range(), points)
             .map_err(|e| e.to_string())?;
+        // An automatic split is checked against the quota again: the split check or a strategy may have planned
+        // it while another split of the namespace waited for its owner's split points. An operator's split is
+        // not bound by the quota, as in Pulsar.
+        let max_bundles = self.settings.load_balancer_namespace_maximum_bundles.max(0) as usize;
+        if plan.request.is_none() && new_bundles.len() > max_bundles {
+            return Err(format!(
+                "namespace {ns} has {} bundles and would have {} > loadBalancerNamespaceMaximumBundles {max_bundles}",
+                info.bundles.len(),
+                new_bundles.len()
+            ));
+        }
         let children: Vec<String> = SplitOutcome::Split(points.to_vec())
             .children(name.range())
             .into_iter()

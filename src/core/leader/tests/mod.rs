@@ -1,7 +1,7 @@
 use std::collections::VecDeque;
 
 use super::*;
-use crate::bundle::{NamespaceBundles, NamespaceName};
+use crate::bundle::{BundleName, NamespaceBundles, NamespaceName};
 use crate::config::ShedderKind;
 use crate::model::records::{AssignmentCause, AssignmentState};
 use crate::model::{LocalBrokerData, NamespaceBundleStats, ResourceUsage, SystemResourceUsage};
@@ -835,4 +835,67 @@ fn assign(id: u64, bundle: &str) -> Event {
             bundle: bundle.to_owned(),
         },
     }
+}
+
+#[test]
+fn an_automatic_split_that_waited_for_split_points_keeps_the_namespace_quota() {
+    // b1 owns five bundles of sixteen; one is hot. The quota allows one split more.
+    let hot: Vec<(usize, f64)> = vec![(0, 100.0), (1, 3000.0), (2, 100.0)];
+    let spec: [OwnerSpec<'_>; 2] = [("b1:8080", &hot, 50.0), ("b2:8080", &[], 5.0)];
+    let (mut leader, all, _) = owned_cluster(ShedderKind::AvgShedder, "b1:8080", &spec);
+    leader.settings.load_balancer_auto_bundle_split_enabled = true;
+    leader.settings.load_balancer_namespace_bundle_max_msg_rate = 1000;
+    leader.settings.load_balancer_namespace_maximum_bundles = 17;
+    leader.settings.default_namespace_bundle_split_algorithm =
+        crate::bundle::SplitAlgorithm::TopicCountEquallyDivide;
+    let asked = |out: &[Command]| -> Vec<(Ticket, String)> {
+        out.iter()
+            .filter_map(|c| match c {
+                Command::AskSplitPoints { ticket, bundle, .. } => Some((*ticket, bundle.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    let first = asked(&drive(&mut leader, 1_000, Event::Tick(Tick::SplitCheck)));
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0].1, all[1]);
+    // A second check before the owner answers asks nothing more for the same bundle.
+    assert!(asked(&drive(&mut leader, 2_000, Event::Tick(Tick::SplitCheck))).is_empty());
+    // Then another bundle turns hot: the namespace still has sixteen bundles, so the check plans it too.
+    let now_hot = [
+        (all[0].as_str(), 3000.0),
+        (all[1].as_str(), 3000.0),
+        (all[2].as_str(), 100.0),
+    ];
+    drive(
+        &mut leader,
+        3_000,
+        Event::Report {
+            broker: "b1:8080".into(),
+            report: Ok(report(&now_hot, 60.0)),
+        },
+    );
+    let second = asked(&drive(&mut leader, 4_000, Event::Tick(Tick::SplitCheck)));
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_eq!(second[0].1, all[0]);
+    // Both owners answer: the first split takes the namespace to the quota, the second is refused.
+    let point = |b: &str| {
+        let r = BundleName::parse(b).unwrap().range();
+        vec![r.lower() + (r.upper() - r.lower()) / 2]
+    };
+    for (ticket, bundle) in [&first[0], &second[0]] {
+        drive(
+            &mut leader,
+            5_000,
+            Event::SplitPoints {
+                ticket: *ticket,
+                result: Ok(point(bundle)),
+            },
+        );
+    }
+    let ns = leader.namespace(NS).unwrap();
+    assert_eq!(ns.bundle_names().len(), 17);
+    assert!(!ns.bundle_names().contains(&all[1]));
+    assert!(ns.bundle_names().contains(&all[0]));
+    assert_eq!(leader.status().splits, 1);
 }
