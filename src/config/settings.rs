@@ -140,8 +140,9 @@ settings! {
     ("loadBalancerAvgShedderHitCountHighThreshold", dynamic = true) load_balancer_avg_shedder_hit_count_high_threshold: i32 = 2;
     /// BandShedder: the cluster is balanced while max − min score is at most this, points (0–100).
     ("loadmgrBandShedderSpreadPercentage", dynamic = true) loadmgr_band_shedder_spread_percentage: f64 = 10.0;
-    /// BandShedder: a plan moves bundles until the predicted spread is at most this, points; below the
-    /// trigger spread so that report noise does not start the next plan.
+    /// BandShedder: a large plan moves bundles until the predicted spread is at most this, points; below the
+    /// trigger spread so that report noise and the plan's own error do not start the next plan. A small
+    /// correction keeps half that margin (docs/band-shedder.md, step 5).
     ("loadmgrBandShedderPlanSpreadPercentage", dynamic = true) loadmgr_band_shedder_plan_spread_percentage: f64 = 7.0;
     /// BandShedder: consecutive cycles a broker must be outside the band before a plan is made (a broker with
     /// no bundles, or one that joined since the last cycle, counts at once).

@@ -42,9 +42,9 @@
 //!    and, for each bundle, the three lowest-scored brokers placement allows, take the move that most reduces
 //!    Σ (score − m)², never leaving the destination above the source or above the plan band's top `m + plan/2`
 //!    (a destination overshot with fresh bundles could not shed them within the grace period). Stop when the
-//!    predicted spread is at most
-//!    `loadmgrBandShedderPlanSpreadPercentage` (7), no move helps, or `loadmgrBandShedderMaxMovesPerCycle`
-//!    (100) moves are planned.
+//!    predicted spread is inside the trigger band by a margin for the plan's own error ([`stop_spread`]: down
+//!    to `loadmgrBandShedderPlanSpreadPercentage` (7) for a large plan, about 8.5 for a small correction), no
+//!    move helps, or `loadmgrBandShedderMaxMovesPerCycle` (100) moves are planned.
 //! 6. **Constraints.** Every destination passes the placement filters of the bundle's namespace (isolation,
 //!    max topics, anti-affinity and failure domains, even distribution, load-manager class, versions); within one
 //!    plan a broker (or failure domain) receives at most one namespace of an anti-affinity group it did not hold
@@ -72,6 +72,38 @@ use limits::Limits;
 const SOURCES_PER_STEP: usize = 3;
 /// Lowest-scored eligible destinations weighed per bundle.
 const DESTINATIONS_PER_BUNDLE: usize = 3;
+
+/// Relative error of a predicted change of a broker's score, as a fraction of that change: the part of a
+/// broker's usage that is idle usage but may be folded into its cost when no broker was ever seen idle (5–15 %
+/// on a busy broker), and a cost sampled while usage still lagged a step of [`learn`]'s `STEADY` 5 %. A move
+/// errs on its source and its destination in opposite directions, so a plan's spread errs by up to twice this
+/// times the largest change it predicts for a broker.
+const PREDICTION_ERROR: f64 = 0.1;
+
+/// Predicted spread at which a plan stops, points: inside the trigger band `spread_limit` by a margin. The
+/// configured margin (`spread_limit − plan_spread`) is half for report noise, which every plan faces, and half
+/// for the error of the plan's own prediction, which grows with the largest change it predicts for an unheld
+/// broker (`before` → `now`; see [`PREDICTION_ERROR`]). A large plan (an empty broker refilled, a skew undone)
+/// so stops at the plan spread, and a small correction of a broker just out of the band stops once it is back
+/// in by half the margin, instead of moving as many bundles as a large plan would to reach the plan spread.
+fn stop_spread(
+    before: &[f64],
+    now: &[f64],
+    held: &[bool],
+    spread_limit: f64,
+    plan_spread: f64,
+) -> f64 {
+    let change = before
+        .iter()
+        .zip(now)
+        .zip(held)
+        .filter(|(_, h)| !**h)
+        .map(|((b, n), _)| (n - b).abs())
+        .fold(0.0, f64::max);
+    let full = (spread_limit - plan_spread).max(0.0);
+    let margin = (full / 2.0 + 2.0 * PREDICTION_ERROR * change).min(full);
+    spread_limit - margin
+}
 
 /// Which side of the band a broker is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -403,7 +435,9 @@ impl Shedder for BandShedder {
             return out;
         }
         self.hits.clear();
-        self.unfinished = false;
+        // A plan that goes on from one cut by the budget is the same plan: its changes so far are not in this
+        // cycle's `before`, so it keeps the full margin of its start.
+        let continued = std::mem::replace(&mut self.unfinished, false);
 
         // 4. Bundles too hot for any broker: split, not shed around. A split asked for within the no-return
         // window and not carried out (the bundle is still there: the leader refused it) is not asked again, and
@@ -502,11 +536,16 @@ impl Shedder for BandShedder {
             let sc: Vec<f64> = nodes.iter().map(|n| cost_model::score(&n.p)).collect();
             order.sort_by(|a, b| sc[*a].total_cmp(&sc[*b]).then(a.cmp(b)));
             let predicted_spread = sc[order[order.len() - 1]] - sc[order[0]];
-            if predicted_spread <= plan_spread {
+            let stop_at = if continued {
+                plan_spread.min(spread_limit)
+            } else {
+                stop_spread(&before, &sc, &held, spread_limit, plan_spread)
+            };
+            if predicted_spread <= stop_at {
                 stop = format!(
                     "predicted spread {} ≤ {}",
                     num(predicted_spread),
-                    num(plan_spread)
+                    num(stop_at)
                 );
                 break;
             }
