@@ -1,7 +1,7 @@
 //! The runtime in one process on the in-memory store (each agent its own session on shared data), under paused
 //! tokio time: registration and reports, lookups and the hand-over, flushes, orphans, leader failover, manual
 //! operations, splits, the shedding switch, malformed reports, session loss, AvgShedder rebalancing and the
-//! reports of extensible reporting.
+//! reports of extensible reporting and of settled reporting with the Linux sampler.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -1332,6 +1332,130 @@ async fn extensible_reporting_writes_after_a_loss_and_after_the_shedding_delay()
         for n in [b, a] {
             n.agent.unwrap().shutdown().await.unwrap();
         }
+    }
+}
+
+/// A host that reports no usage of its own, so the agent samples the Linux host (one window per
+/// `loadmgrHostUsageCheckIntervalMillis`), serving one bundle at a rate the test sets.
+#[derive(Debug)]
+struct SampledHost {
+    rate: std::sync::Mutex<f64>,
+}
+
+#[async_trait::async_trait]
+impl BrokerHost for SampledHost {
+    fn bundle_stats(&self) -> BTreeMap<String, loadmgr::model::NamespaceBundleStats> {
+        let rate = *self.rate.lock().unwrap();
+        let stats = loadmgr::model::NamespaceBundleStats {
+            msg_rate_in: rate,
+            msg_rate_out: rate,
+            msg_throughput_in: rate * 1024.0,
+            msg_throughput_out: rate * 1024.0,
+            topics: 4,
+            ..Default::default()
+        };
+        BTreeMap::from([(format!("{NS}/0x00000000_0xffffffff"), stats)])
+    }
+
+    fn bundle_topics(&self, _bundle: &str) -> BTreeMap<String, loadmgr::bundle::TopicTraffic> {
+        BTreeMap::new()
+    }
+
+    async fn load_bundle(
+        &self,
+        _lease: loadmgr::runtime::OwnershipLease,
+    ) -> Result<(), loadmgr::runtime::HostError> {
+        Ok(())
+    }
+
+    async fn unload_bundle(&self, _bundle: &str) -> Result<(), loadmgr::runtime::HostError> {
+        Ok(())
+    }
+}
+
+/// Settled reports with the Linux sampler (BandShedder configured): a write that shows a traffic change carries
+/// host usage sampled over a window from before the change, so the broker writes once more at the first check
+/// whose sample's window began after that write, and then no more. With AvgShedder (the control) it writes
+/// only the change.
+#[tokio::test(start_paused = true)]
+async fn a_sampled_host_writes_its_settled_usage_once_after_a_traffic_change() {
+    for band in [false, true] {
+        let name = store_name();
+        let (store, _memory) = session(&name);
+        let mut s = settings();
+        s.load_balancer_shedding_enabled = false;
+        s.loadmgr_report_update_max_interval_millis = 600_000;
+        // Only the tripled traffic passes it, not the sampled usage of a busy test machine.
+        s.load_balancer_report_update_threshold_percentage = 50;
+        if band {
+            s.load_balancer_load_shedding_strategy = ShedderKind::BandShedder;
+            s.load_balancer_load_placement_strategy = ShedderKind::BandShedder.default_placement();
+        }
+        s.advertised_address = Some("127.0.0.1".into());
+        s.web_service_port = Some(8097);
+        let host = Arc::new(SampledHost {
+            rate: std::sync::Mutex::new(100.0),
+        });
+        let agent = BrokerAgent::start(
+            store.clone(),
+            s.clone(),
+            BrokerIdentity::from_settings(&s).unwrap(),
+            host.clone(),
+            AgentOptions::default(),
+        )
+        .await
+        .unwrap();
+        let node = paths::broker("127.0.0.1:8097");
+        let read = || {
+            let store = store.clone();
+            let node = node.clone();
+            async move {
+                let (r, stat) = store
+                    .get_json::<LocalBrokerData>(&node)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                (stat.version, r.last_update, r.msg_rate_in)
+            }
+        };
+        eventually(
+            "the first rate is reported",
+            Duration::from_secs(5),
+            || async { read().await.2 == 100.0 },
+        )
+        .await;
+        // Several sample windows with steady traffic: nothing more to write.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let steady = read().await;
+        *host.rate.lock().unwrap() = 300.0;
+        let mut writes = Vec::new();
+        let mut last = steady.0;
+        for _ in 0..60 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let r = read().await;
+            if r.0 != last {
+                assert_eq!(r.0, last + 1, "every write seen");
+                last = r.0;
+                writes.push(r);
+            }
+        }
+        assert!(!writes.is_empty(), "the change is written");
+        assert_eq!(writes[0].2, 300.0, "{writes:?}");
+        if band {
+            assert_eq!(
+                writes.len(),
+                2,
+                "the change and its settled usage: {writes:?}"
+            );
+            assert_eq!(writes[1].2, 300.0);
+            // Samples come every 500 ms and checks every 100 ms: the window that begins after the change's
+            // write is the second sample's at the latest.
+            let gap = writes[1].1 - writes[0].1;
+            assert!((100..=1_100).contains(&gap), "{gap} ms");
+        } else {
+            assert_eq!(writes.len(), 1, "only the change: {writes:?}");
+        }
+        agent.shutdown().await.unwrap();
     }
 }
 
