@@ -310,14 +310,14 @@ impl Leader {
             .split(name.range(), points)
             .map_err(|e| e.to_string())?;
         // An automatic split is checked against the quota again: the split check or a strategy may have planned
-        // it while another split of the namespace waited for its owner's split points. An operator's split is
-        // not bound by the quota, as in Pulsar.
+        // it while another split of the namespace waited for its owner's split points. The rule is the split
+        // check's: allowed while the namespace has fewer bundles than the quota (a split into more than two may
+        // so end above it, as in Pulsar). An operator's split is not bound by the quota, as in Pulsar.
         let max_bundles = self.settings.load_balancer_namespace_maximum_bundles.max(0) as usize;
-        if plan.request.is_none() && new_bundles.len() > max_bundles {
+        if plan.request.is_none() && info.bundles.len() >= max_bundles {
             return Err(format!(
-                "namespace {ns} has {} bundles and would have {} > loadBalancerNamespaceMaximumBundles {max_bundles}",
-                info.bundles.len(),
-                new_bundles.len()
+                "namespace {ns} has {} bundles >= loadBalancerNamespaceMaximumBundles {max_bundles}",
+                info.bundles.len()
             ));
         }
         let children: Vec<String> = SplitOutcome::Split(points.to_vec())

@@ -82,23 +82,15 @@ const PREDICTION_ERROR: f64 = 0.1;
 
 /// Predicted spread at which a plan stops, points: inside the trigger band `spread_limit` by a margin. The
 /// configured margin (`spread_limit − plan_spread`) is half for report noise, which every plan faces, and half
-/// for the error of the plan's own prediction, which grows with the largest change it predicts for an unheld
-/// broker (`before` → `now`; see [`PREDICTION_ERROR`]). A large plan (an empty broker refilled, a skew undone)
+/// for the error of the plan's own prediction, which grows with the largest change it predicts for a broker
+/// (`before` → `now`; see [`PREDICTION_ERROR`]). A large plan (an empty broker refilled, a skew undone)
 /// so stops at the plan spread, and a small correction of a broker just out of the band stops once it is back
 /// in by half the margin, instead of moving as many bundles as a large plan would to reach the plan spread.
-fn stop_spread(
-    before: &[f64],
-    now: &[f64],
-    held: &[bool],
-    spread_limit: f64,
-    plan_spread: f64,
-) -> f64 {
+fn stop_spread(before: &[f64], now: &[f64], spread_limit: f64, plan_spread: f64) -> f64 {
     let change = before
         .iter()
         .zip(now)
-        .zip(held)
-        .filter(|(_, h)| !**h)
-        .map(|((b, n), _)| (n - b).abs())
+        .map(|(b, n)| (n - b).abs())
         .fold(0.0, f64::max);
     let full = (spread_limit - plan_spread).max(0.0);
     let margin = (full / 2.0 + 2.0 * PREDICTION_ERROR * change).min(full);
@@ -473,6 +465,8 @@ impl Shedder for BandShedder {
                 ),
             ));
             out.splits = splits;
+            // No move was planned: a plan cut by the budget goes on at the next cycle.
+            self.unfinished = continued;
             return out;
         }
 
@@ -539,7 +533,7 @@ impl Shedder for BandShedder {
             let stop_at = if continued {
                 plan_spread.min(spread_limit)
             } else {
-                stop_spread(&before, &sc, &held, spread_limit, plan_spread)
+                stop_spread(&before, &sc, spread_limit, plan_spread)
             };
             if predicted_spread <= stop_at {
                 stop = format!(
