@@ -1212,20 +1212,24 @@ async fn a_broker_registers_once_its_store_answers_again() {
 /// Extensible reporting (TransferShedder configured): a broker whose load moves by less than
 /// `loadBalancerReportUpdateThresholdPercentage` when it loses a bundle still rewrites its report at its next
 /// check (its bundle set changed), and again at its first check `loadBalanceSheddingDelayInSeconds` after the
-/// loss. With the modular manager's AvgShedder (the control) it writes neither.
+/// loss. Settled reporting (BandShedder) writes at the next check too, and no more: this host reports current
+/// usage, so that write is settled already. With the modular manager's AvgShedder (the control) it writes
+/// neither.
 #[tokio::test(start_paused = true)]
 async fn extensible_reporting_writes_after_a_loss_and_after_the_shedding_delay() {
-    for extensible in [false, true] {
+    for strategy in [
+        ShedderKind::AvgShedder,
+        ShedderKind::TransferShedder,
+        ShedderKind::BandShedder,
+    ] {
+        let extensible = strategy == ShedderKind::TransferShedder;
         let name = store_name();
         let mut s = settings();
         s.load_balancer_shedding_enabled = false;
         s.loadmgr_report_update_max_interval_millis = 600_000;
         s.load_balance_shedding_delay_in_seconds = 1;
-        if extensible {
-            s.load_balancer_load_shedding_strategy = ShedderKind::TransferShedder;
-            s.load_balancer_load_placement_strategy =
-                ShedderKind::TransferShedder.default_placement();
-        }
+        s.load_balancer_load_shedding_strategy = strategy;
+        s.load_balancer_load_placement_strategy = strategy.default_placement();
         // 96 topics over 16 bundles: every bundle has some, none much traffic.
         let p = SyntheticProfile::from_json(
             &format!(
@@ -1291,7 +1295,20 @@ async fn extensible_reporting_writes_after_a_loss_and_after_the_shedding_delay()
         assert!(!a.host.served().contains(&bundle));
         tokio::time::sleep(Duration::from_millis(300)).await;
         let (after_loss, loss_stat) = report(a.id.clone()).await;
-        if !extensible {
+        if strategy == ShedderKind::BandShedder {
+            assert_eq!(
+                loss_stat.version,
+                stat.version + 1,
+                "one write at the next check"
+            );
+            assert!(!after_loss.bundles.contains(&bundle));
+            tokio::time::sleep(Duration::from_millis(3_000)).await;
+            assert_eq!(
+                report(a.id.clone()).await.1.version,
+                loss_stat.version,
+                "settled at once: a host reporting current usage"
+            );
+        } else if !extensible {
             assert_eq!(
                 loss_stat.version, stat.version,
                 "no write below the threshold"

@@ -11,8 +11,9 @@
 //!   configured), a broker also writes (1) at its next check after its bundle set changed and (2) at its first
 //!   check at least `loadBalanceSheddingDelayInSeconds` after it last lost a bundle, when nothing was written
 //!   since. TransferShedder's cool-down needs both (see [`crate::core::shedding`]'s TransferShedder docs);
-//! * [`SettledReports`] — with [`settled_reporting`] (BandShedder is configured), a broker whose write showed a
-//!   traffic change writes once more when its host usage was measured over a window that began after it;
+//! * [`SettledReports`] — with [`settled_reporting`] (BandShedder is configured), a broker writes (1) at its next
+//!   check after its bundle set changed and (2) once more when its host usage was measured over a window that
+//!   began after a write that showed a changed bundle set or a traffic change;
 //! * [`report_check_phase_ms`] — when a broker's checks fall: the first report is written at start, the first
 //!   check comes a seeded phase later (from the seed and the broker id), then one every
 //!   `loadBalancerReportUpdateMinIntervalMillis`.
@@ -249,7 +250,8 @@ pub fn traffic_changed(
         || percent_change(written.bundles as f64, current.bundles as f64) > threshold_percentage
 }
 
-/// With [`settled_reporting`], one broker's follow-up write after a traffic change. The report written at a
+/// With [`settled_reporting`], one broker's follow-up write after a change of traffic or of its bundle set
+/// (see [`Self::due`] for the write at the bundle set's change itself). The report written at a
 /// traffic change ([`traffic_changed`]) carries host usage averaged over a window that began before it (CPU and
 /// NIC are measured over `loadBalancerHostUsageCheckIntervalMinutes`), and Pulsar's rule may then skip the
 /// report that shows what the new traffic costs: the usage catches up by less than the threshold. So once the
@@ -280,19 +282,29 @@ impl SettledReports {
         }
     }
 
+    /// Why a report that Pulsar's rule skips is due: `bundles_changed`, the broker's bundle set changed since
+    /// its last write (a bundle moved on or off it, however little traffic it carries), or [`Self::reason`].
+    pub fn due(&self, bundles_changed: bool, host_from: i64) -> Option<&'static str> {
+        if bundles_changed {
+            return Some("its bundles changed");
+        }
+        self.reason(host_from)
+    }
+
     /// Records a write at `at` of the figures `now`, after the write of `before` (`None`: the first), with host
-    /// usage measured from `host_from`: [`Self::written`], the change judged by [`traffic_changed`] against
+    /// usage measured from `host_from`: [`Self::written`], a change being a bundle set that changed since the
+    /// write before (`bundles_changed`) or a [`traffic_changed`] against
     /// `loadBalancerReportUpdateThresholdPercentage`.
     pub fn written_figures(
         &mut self,
         before: Option<&ReportFigures>,
         now: &ReportFigures,
         settings: &Settings,
-        at: i64,
-        host_from: i64,
+        (at, host_from): (i64, i64),
+        bundles_changed: bool,
     ) {
         let threshold = settings.load_balancer_report_update_threshold_percentage as f64;
-        let changed = before.is_some_and(|b| traffic_changed(b, now, threshold));
+        let changed = before.is_some_and(|b| bundles_changed || traffic_changed(b, now, threshold));
         self.written(changed, at, host_from);
     }
 
@@ -596,5 +608,26 @@ mod tests {
         for period in [1, 2, 3] {
             assert!((1..period.max(2)).contains(&report_check_phase_ms(1, "b", period)));
         }
+    }
+
+    #[test]
+    fn a_changed_bundle_set_is_due_and_asks_for_a_settled_write() {
+        let mut r = SettledReports::default();
+        assert_eq!(r.due(true, 0), Some("its bundles changed"));
+        assert_eq!(r.due(false, 0), None);
+        // A bundle of little traffic moved: no figure moved by the threshold, but the set changed.
+        let f = ReportFigures::of(&report(1000.0, 10, 50.0), &Settings::default());
+        let s = Settings::default();
+        r.written_figures(Some(&f), &f, &s, (60_000, 10_000), true);
+        assert_eq!(
+            r.due(false, 59_999),
+            None,
+            "the window from before the write"
+        );
+        assert!(r.due(false, 60_000).is_some());
+        // The same write without the set changing asks for nothing.
+        let mut q = SettledReports::default();
+        q.written_figures(Some(&f), &f, &s, (60_000, 10_000), false);
+        assert_eq!(q.due(false, 60_000), None);
     }
 }

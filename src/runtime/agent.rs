@@ -433,8 +433,9 @@ impl HostUsage {
 /// writes it when due ([`report_update_reason`], Pulsar's `needBrokerDataUpdate` in
 /// `ModularLoadManagerImpl.java`) or, with [`extensible_reporting`], when [`forced_report_reason`] says so
 /// (its bundles changed since the last write; or `loadBalanceSheddingDelayInSeconds` passed since it last
-/// lost a bundle and nothing was written since) or, with [`settled_reporting`], when [`SettledReports`] says so
-/// (its host usage was measured since a write that showed a traffic change) — never while disconnected. Re-registers when the
+/// lost a bundle and nothing was written since) or, with [`settled_reporting`], when [`SettledReports::due`] says
+/// so (its bundles changed since the last write, or its host usage was measured since a write that showed a
+/// change) — never while disconnected. Re-registers when the
 /// registration was lost. Releases the registration when told to stop.
 async fn report_loop(
     sh: Arc<AgentShared>,
@@ -490,6 +491,8 @@ async fn report_loop(
             }
             continue;
         }
+        let bundles_changed =
+            !report.last_bundle_gains.is_empty() || !report.last_bundle_losses.is_empty();
         let due_now = report_update_reason(
             &written,
             &report,
@@ -501,8 +504,6 @@ async fn report_loop(
             if !extensible_reporting(&settings) {
                 return None;
             }
-            let bundles_changed =
-                !report.last_bundle_gains.is_empty() || !report.last_bundle_losses.is_empty();
             forced_report_reason(
                 bundles_changed,
                 sh.last_loss_ms(),
@@ -516,7 +517,7 @@ async fn report_loop(
         })
         .or_else(|| {
             settled_reporting(&settings)
-                .then(|| settled.reason(usage.measured_from_ms().unwrap_or(now)))
+                .then(|| settled.due(bundles_changed, usage.measured_from_ms().unwrap_or(now)))
                 .flatten()
                 .map(|why| format!("forced: {why}"))
         });
@@ -536,8 +537,8 @@ async fn report_loop(
                         Some(&ReportFigures::of(&written, &settings)),
                         &ReportFigures::of(&report, &settings),
                         &settings,
-                        now,
-                        usage.measured_from_ms().unwrap_or(now),
+                        (now, usage.measured_from_ms().unwrap_or(now)),
+                        bundles_changed,
                     );
                 }
                 written = report.clone();

@@ -238,7 +238,7 @@ impl<'w> Sim<'w> {
                     .flatten();
                 let forced = forced.or_else(|| {
                     (self.settled_reports && !need)
-                        .then(|| br.settled.reason(br.host_from))
+                        .then(|| br.settled.due(br.owners_changed, br.host_from))
                         .flatten()
                 });
                 (need, forced)
@@ -284,12 +284,17 @@ impl<'w> Sim<'w> {
         br.local.last_update = now;
         let report = br.local.clone();
         br.local.clean_deltas();
-        br.owners_changed = false;
+        let bundles_changed = std::mem::replace(&mut br.owners_changed, false);
         let figures = ReportFigures::of(&report, &self.settings);
         if self.settled_reports {
             let before = br.last.as_ref().map(|l| &l.figures);
-            br.settled
-                .written_figures(before, &figures, &self.settings, t, br.host_from);
+            br.settled.written_figures(
+                before,
+                &figures,
+                &self.settings,
+                (t, br.host_from),
+                bundles_changed,
+            );
         }
         br.last = Some(Written { figures, at: t });
         if self.trace.is_some() {
