@@ -267,7 +267,7 @@ pub struct SettledReports {
 impl SettledReports {
     /// Why a report that the other rules skip is due, given `host_from`: the start of the window over which the
     /// host usage now at hand was measured.
-    pub fn reason(&self, host_from: i64) -> Option<&'static str> {
+    fn reason(&self, host_from: i64) -> Option<&'static str> {
         (host_from >= self.changed_at?).then_some("host usage measured since its traffic changed")
     }
 
