@@ -283,7 +283,8 @@ impl SettledReports {
     }
 
     /// Why a report that Pulsar's rule skips is due: `bundles_changed`, the broker's bundle set changed since
-    /// its last write (a bundle moved on or off it, however little traffic it carries), or [`Self::reason`].
+    /// its last write (a bundle moved on or off it, however little traffic it carries), or its host usage was
+    /// measured over a window that began at or after a write that showed a change.
     pub fn due(&self, bundles_changed: bool, host_from: i64) -> Option<&'static str> {
         if bundles_changed {
             return Some("its bundles changed");
